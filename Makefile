@@ -1,0 +1,46 @@
+# The two commands a new user needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+MANAGE := $(BIN)/python manage.py
+
+.PHONY: demo test lint bench install-demo install-test clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "Python 3.10 or newer is needed; set PYTHON=" or 0)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-demo: $(BIN)/python requirements/base.txt requirements/demo.txt pyproject.toml
+	$(BIN)/python -m pip install --quiet -r requirements/demo.txt
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-demo requirements/test.txt
+	$(BIN)/python -m pip install --quiet -r requirements/test.txt
+	touch $@
+
+install-demo: $(VENV)/.installed-demo
+install-test: $(VENV)/.installed-test
+
+## make demo: install, migrate, load the demo content, index it, and serve it on http://127.0.0.1:$(PORT)/
+demo: install-demo
+	$(MANAGE) migrate --noinput
+	$(MANAGE) demo_load
+	$(MANAGE) agent_reindex
+	$(MANAGE) runserver 127.0.0.1:$(PORT)
+
+## make test: install what the tests need and run them all
+test: install-test
+	$(BIN)/python -m pytest
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+## make bench: the benchmarks in bench/ (tables on stdout)
+bench: install-test
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .pgdata .pgdata-* .pytest_cache

@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class AgentHandshakeConfig(AppConfig):
+    name = "agent_handshake"
+    verbose_name = "Agent Handshake"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .capabilities import register_builtin_capabilities
+        from .conf import app_settings
+        from .signal_handlers import connect
+
+        register_builtin_capabilities()
+        autodiscover_modules(app_settings.AUTODISCOVER_MODULE)
+        connect()

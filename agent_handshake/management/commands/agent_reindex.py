@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...indexing import configs_for, reindex_model
+from ...registry import NotRegistered
+
+
+class Command(BaseCommand):
+    help = (
+        "Bring the agent documents of registered models up to date. Unchanged objects are skipped, so an "
+        "interrupted run resumes where it stopped."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--model",
+            action="append",
+            dest="models",
+            metavar="APP_LABEL.MODEL",
+            help="Only this registered model (repeatable). Default: all of them.",
+        )
+        parser.add_argument("--batch-size", type=int, default=500)
+
+    def handle(self, *args: Any, models: list[str] | None = None, batch_size: int = 500, **options: Any) -> None:
+        try:
+            configs = configs_for(models)
+        except NotRegistered as exc:
+            raise CommandError(str(exc)) from exc
+        if not configs:
+            self.stdout.write("No models are registered with agent_handshake.")
+            return
+        for config in configs:
+            started = time.monotonic()
+            progress = self._progress_bar(config.label) if options["verbosity"] >= 1 else None
+            counts = reindex_model(config, batch_size=batch_size, progress=progress)
+            summary = ", ".join(f"{count} {state}" for state, count in counts.items())
+            self.stdout.write(self.style.SUCCESS(f"{config.label}: {summary} ({time.monotonic() - started:.1f}s)"))
+
+    def _progress_bar(self, label: str):
+        interactive = self.stdout.isatty() if hasattr(self.stdout, "isatty") else False
+        last = [time.monotonic()]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if done != total and now - last[0] < (0.2 if interactive else 5):
+                return
+            last[0] = now
+            width = 30
+            filled = int(width * done / total) if total else width
+            line = f"{label}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+            if interactive:
+                self.stdout.write("\r" + line, ending="")
+                if done == total:
+                    self.stdout.write("")
+            else:
+                self.stdout.write(line)
+
+        return progress

@@ -1,0 +1,335 @@
+"""AHP discovery on every response of the site (§3).
+
+- ``Link: </.well-known/agent.json>; rel="ahp-manifest agent-manifest"; type="application/agent+json"``
+  and ``Content-Signal`` headers on every response;
+- the manifest itself for ``Accept: application/agent+json`` on any URL (§3.2);
+- the markdown version of a registered object's page for ``<url>.md`` or ``Accept: text/markdown``;
+- in HTML, the ``<link rel="agent-manifest">`` tag before ``</head>`` and the hidden in-page notice before
+  ``</body>`` (§3.3, §3.4), on error pages too. Streaming responses are rewritten chunk by chunk, gzip bodies
+  are decompressed and compressed again, other encodings are left alone; ``Content-Length`` and a strong
+  ``ETag`` are kept truthful.
+
+Place it after ``GZipMiddleware`` in ``MIDDLEWARE`` (so it sees bodies before they are compressed).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.core.signals import setting_changed
+from django.http import HttpRequest, HttpResponseBase
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.text import compress_string
+
+from . import content_signals, state
+from .conf import SETTING_NAME, app_settings
+
+AGENT_JSON = "application/agent+json"
+MARKDOWN = "text/markdown"
+
+_HEAD_CLOSE = re.compile(rb"</head\s*>", re.IGNORECASE)
+_BODY_CLOSE = re.compile(rb"</body\s*>", re.IGNORECASE)
+_HTML_OPEN = re.compile(rb"<html[\s>]", re.IGNORECASE)
+# Where to look for "<html": the doctype and a comment or two come first, never kilobytes of content.
+_HTML_OPEN_WINDOW = 4096
+
+
+def _find_tag(data: bytes, literal: bytes, pattern: re.Pattern[bytes], *, last: bool = False) -> int:
+    """Position of a closing tag: a plain byte search first (fast on 100 KB pages), the regex only if the
+    page spells it oddly (``</BODY >``, ``</Body>``)."""
+    for spelling in (literal, literal.upper()):
+        position = data.rfind(spelling) if last else data.find(spelling)
+        if position >= 0:
+            return position
+    positions = [match.start() for match in pattern.finditer(data)]
+    if not positions:
+        return -1
+    return positions[-1] if last else positions[0]
+
+
+def agent_notice_exempt(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Leave this view's HTML as it is: no ``<link>`` tag and no notice injected (headers are still sent)."""
+    if iscoroutinefunction(view):
+
+        async def async_wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
+            response = await view(*args, **kwargs)
+            response.agent_notice_exempt = True
+            return response
+
+        wrapper = async_wrapper
+    else:
+
+        def wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
+            response = view(*args, **kwargs)
+            response.agent_notice_exempt = True
+            return response
+
+    wrapper.__name__ = getattr(view, "__name__", "view")
+    wrapper.__doc__ = view.__doc__
+    wrapper.__wrapped__ = view  # type: ignore[attr-defined]
+    return wrapper
+
+
+class HtmlInjector:
+    """Inserts the link tag before ``</head>`` and the notice before ``</body>``, fed a chunk at a time.
+
+    Either is skipped when the page already has it (placed by the template tags, which render the same
+    bytes). Enough trailing bytes are held back between chunks that markup split across two chunks is
+    still found.
+    """
+
+    #: The notice is recognised by its first bytes: a long needle, so the search of a 100 KB page is quick.
+    MARKER_LENGTH = 64
+
+    def __init__(self, link: bytes | None, notice: bytes | None) -> None:
+        self.link = link
+        self.notice = notice
+        self.marker = notice[: self.MARKER_LENGTH] if notice else b""
+        self.hold = max(16, len(self.marker))
+        self.saw_html = False
+        self.pending = b""
+
+    def _insertions(self, data: bytes) -> list[tuple[int, bytes]]:
+        """Where to insert what in ``data``; marks each piece done once it is placed or found present."""
+        insertions = []
+        if self.link is not None:
+            head_end = _find_tag(data, b"</head>", _HEAD_CLOSE)
+            if data.find(b"agent-manifest", 0, head_end if head_end >= 0 else len(data)) >= 0:
+                self.link = None
+            elif head_end >= 0:
+                insertions.append((head_end, self.link))
+                self.link = None
+        if self.notice is not None:
+            if data.rfind(self.marker) >= 0:
+                self.notice = None
+            else:
+                body_end = _find_tag(data, b"</body>", _BODY_CLOSE, last=True)
+                if body_end >= 0:
+                    insertions.append((body_end, self.notice))
+                    self.notice = None
+                elif not self.saw_html and _HTML_OPEN.search(data, 0, _HTML_OPEN_WINDOW):
+                    self.saw_html = True
+        return insertions
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self.pending + chunk if self.pending else chunk
+        insertions = self._insertions(data)
+        if insertions:
+            # One copy of the page, however many insertions (this runs on every HTML response).
+            view, pieces, previous = memoryview(data), [], 0
+            for position, text in sorted(insertions, key=lambda item: item[0]):
+                pieces += [view[previous:position], text]
+                previous = position
+            pieces.append(view[previous:])
+            data = b"".join(pieces)
+        if self.link is None and self.notice is None:
+            self.pending = b""
+            return data
+        self.pending = data[-self.hold :]
+        return data[: -self.hold]
+
+    def finish(self) -> bytes:
+        data, self.pending = self.pending, b""
+        # A document with no </body> (allowed in HTML) still gets the notice; a fragment (no <html>) does not.
+        if self.notice is not None and self.saw_html:
+            data += self.notice
+        return data
+
+    def rewrite(self, content: bytes) -> bytes:
+        return self.feed(content) + self.finish()
+
+
+class AgentDiscoveryMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+        self._fragments: tuple[str, bytes, bytes] | None = None
+        self._exempt: list[re.Pattern[str]] | None = None
+        setting_changed.connect(self._settings_changed, weak=True)
+
+    def _settings_changed(self, *, setting: str, **kwargs: Any) -> None:
+        if setting in (SETTING_NAME, "ROOT_URLCONF", "TEMPLATES"):
+            self._fragments = None
+            self._exempt = None
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
+        if self.is_exempt(request):
+            return self.get_response(request)
+        response = self.early_response(request) or self.get_response(request)
+        return self.process_response(request, response)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        if self.is_exempt(request):
+            return await self.get_response(request)
+        response = await sync_to_async(self.early_response)(request)
+        if response is None:
+            response = await self.get_response(request)
+        return await sync_to_async(self.process_response)(request, response)
+
+    # Requests
+
+    def is_exempt(self, request: HttpRequest) -> bool:
+        if self._exempt is None:
+            self._exempt = [re.compile(pattern) for pattern in app_settings.EXEMPT_PATHS]
+        return any(pattern.search(request.path_info) for pattern in self._exempt)
+
+    def early_response(self, request: HttpRequest) -> HttpResponseBase | None:
+        """The manifest or a markdown version, when the request asks for one; else None."""
+        if request.method not in ("GET", "HEAD"):
+            return None
+        accept = request.META.get("HTTP_ACCEPT", "")  # not request.headers: that copies all of META
+        if app_settings.ACCEPT_HEADER_DISCOVERY and AGENT_JSON in accept and self._accepts(request, AGENT_JSON):
+            from .views import manifest_response
+
+            return manifest_response(request)
+        if app_settings.MARKDOWN_VERSIONS:
+            suffix = app_settings.MARKDOWN_SUFFIX
+            path = request.path_info
+            if path.endswith(suffix):
+                return self._markdown(request, self._markdown_candidates(path[: -len(suffix)]))
+            if MARKDOWN in accept and request.get_preferred_type(["text/html", MARKDOWN]) == MARKDOWN:
+                return self._markdown(request, [path])
+        return None
+
+    @staticmethod
+    def _accepts(request: HttpRequest, media_type: str) -> bool:
+        return any(
+            str(accepted).split(";")[0] == media_type and accepted.quality > 0 for accepted in request.accepted_types
+        )
+
+    @staticmethod
+    def _markdown_candidates(base: str) -> list[str]:
+        # "/blog/post.md" -> "/blog/post" or "/blog/post/"; llms.txt's "/blog/post/index.html.md" -> "/blog/post/"
+        if base.endswith("/index.html"):
+            return [base[: -len("index.html")]]
+        return [base, base + "/"] if not base.endswith("/") else [base]
+
+    @staticmethod
+    def _markdown(request: HttpRequest, paths: list[str]) -> HttpResponseBase | None:
+        from .models import Document
+        from .views import markdown_response
+
+        document = Document.objects.select_related("content_type").filter(path__in=paths).order_by("pk").first()
+        return markdown_response(request, document) if document is not None else None
+
+    # Responses
+
+    def fragments(self) -> tuple[str, bytes, bytes]:
+        """The Link header value, the <link> tag and the notice, rendered once per settings."""
+        if self._fragments is None:
+            manifest_url = reverse("agent_handshake:manifest")
+            header = f'<{manifest_url}>; rel="ahp-manifest agent-manifest"; type="{AGENT_JSON}"'
+            tag = render_to_string("agent_handshake/link.html", {"manifest_url": manifest_url}).strip()
+            notice = render_to_string(app_settings.NOTICE_TEMPLATE, notice_context()).strip()
+            self._fragments = (header, tag.encode(), notice.encode())
+        return self._fragments
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        header, tag, notice = self.fragments()
+        existing = response.headers.get("Link")
+        if not existing or "agent-manifest" not in existing:
+            response.headers["Link"] = f"{existing}, {header}" if existing else header
+        if app_settings.ACCEPT_HEADER_DISCOVERY or app_settings.MARKDOWN_VERSIONS:
+            patch_vary_headers(response, ["Accept"])
+        if content_signals.HEADER not in response.headers:
+            snapshot = state.snapshot()
+            label = self._model_label(request, response) if snapshot.model_signals else None
+            response.headers[content_signals.HEADER] = snapshot.signal_header(label)
+        if self._should_inject(response):
+            self._inject(
+                response,
+                tag if app_settings.INJECT_LINK_TAG else None,
+                notice if app_settings.INJECT_NOTICE else None,
+            )
+        return response
+
+    @staticmethod
+    def _model_label(request: HttpRequest, response: HttpResponseBase) -> str | None:
+        """The registered model whose object this page shows, for its own content signals."""
+        if response.status_code != 200:
+            return None
+        from .models import Document
+
+        row = (
+            Document.objects.filter(path=request.path_info)
+            .values_list("content_type__app_label", "content_type__model")
+            .first()
+        )
+        return f"{row[0]}.{row[1]}" if row else None
+
+    @staticmethod
+    def _should_inject(response: HttpResponseBase) -> bool:
+        if not (app_settings.INJECT_LINK_TAG or app_settings.INJECT_NOTICE):
+            return False
+        if getattr(response, "agent_notice_exempt", False) or response.status_code in (204, 304):
+            return False
+        if not response.headers.get("Content-Type", "").lower().startswith("text/html"):
+            return False
+        return response.headers.get("Content-Encoding", "").lower() in ("", "identity", "gzip")
+
+    @staticmethod
+    def _inject(response: HttpResponseBase, tag: bytes | None, notice: bytes | None) -> None:
+        injector = HtmlInjector(tag, notice)
+        gzipped = response.headers.get("Content-Encoding", "").lower() == "gzip"
+        if response.streaming:
+            if gzipped:
+                return  # A compressed stream is left as it is; see the module docstring on ordering.
+            if response.is_async:
+                response.streaming_content = _inject_async(injector, response.streaming_content)
+            else:
+                response.streaming_content = _inject_sync(injector, response.streaming_content)
+            response.headers.pop("Content-Length", None)  # The length is not known until the stream ends.
+        else:
+            original = response.content
+            content = gzip.decompress(original) if gzipped else original
+            rewritten = injector.rewrite(content)
+            if rewritten == content:
+                return
+            response.content = compress_string(rewritten) if gzipped else rewritten
+            if "Content-Length" in response.headers:
+                response.headers["Content-Length"] = str(len(response.content))
+        etag = response.headers.get("ETag")
+        if etag and not etag.startswith("W/"):
+            # The body changed after the ETag was computed: it is no longer byte-for-byte (RFC 9110 §8.8.1).
+            response.headers["ETag"] = f"W/{etag}"
+
+
+def _inject_sync(injector: HtmlInjector, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    for chunk in chunks:
+        if out := injector.feed(chunk):
+            yield out
+    if tail := injector.finish():
+        yield tail
+
+
+async def _inject_async(injector: HtmlInjector, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async for chunk in chunks:
+        if out := injector.feed(chunk):
+            yield out
+    if tail := injector.finish():
+        yield tail
+
+
+def notice_context() -> dict[str, Any]:
+    """What the notice template is rendered with (also used by the ``agent_notice`` template tag)."""
+    from .ahp.manifest import AHP_VERSION, converse_path
+
+    return {
+        "manifest_url": reverse("agent_handshake:manifest"),
+        "llms_txt_url": reverse("agent_handshake:llms_txt"),
+        "converse_url": converse_path(),
+        "ahp_version": AHP_VERSION,
+    }

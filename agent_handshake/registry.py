@@ -1,0 +1,257 @@
+"""What agents may see and do: the content registry and the capability registry.
+
+Site admins, not model authors, decide what agents see. They register models in an ``agents.py`` module of
+any installed app (autodiscovered at start-up, like ``admin.py``)::
+
+    import agent_handshake
+    from blog.models import Post
+
+    @agent_handshake.register(Post)
+    class PostContent(agent_handshake.ContentConfig):
+        title_field = "title"
+        body_field = "body"
+
+Capabilities (what the concierge can do) live in one registry that every protocol reads: the AHP manifest
+today, and the converse endpoint, NLWeb, IntentWeb, MCP and OpenAPI bindings as they are added.
+Mistakes (a model registered twice, a field that does not exist, a content type without its required
+fields) are reported by ``manage.py check``; see :mod:`agent_handshake.checks`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.text import capfirst
+
+from .content_types import get_spec
+
+if TYPE_CHECKING:
+    from django.db.models import Model, QuerySet
+
+
+class NotRegistered(LookupError):
+    pass
+
+
+class ContentConfig:
+    """How one registered model is shown to agents. Subclass it and override what differs.
+
+    The ``*_field`` attributes name a model field, property or method (called with no arguments); the
+    ``get_*`` methods read them and can be overridden for anything more involved.
+    """
+
+    #: AHP content type of the items (Appendix C): "text/answer", "application/feed", "media/video", ...
+    content_type: str = "text/answer"
+    #: schema.org type of the items, e.g. "BlogPosting", "VideoObject", "Product".
+    schema_type: str = "CreativeWork"
+    title_field: str | None = None
+    body_field: str | None = None
+    summary_field: str | None = None
+    published_field: str | None = None
+    #: Payload key of the content type -> attribute of the model, e.g. {"stream_url": "stream_url"}.
+    payload_fields: dict[str, str] = {}
+    #: Heading of the model's section in llms.txt (default: the model's verbose_name_plural).
+    section: str | None = None
+    #: One line under that heading.
+    section_description: str = ""
+    #: Position of the section in llms.txt; lower comes first.
+    order: int = 100
+
+    def __init__(self, model: type[Model]) -> None:
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} for {self.model._meta.label}>"
+
+    @property
+    def label(self) -> str:
+        return self.model._meta.label_lower
+
+    def get_section(self) -> str:
+        return self.section or capfirst(str(self.model._meta.verbose_name_plural))
+
+    def get_queryset(self) -> QuerySet:
+        """The objects agents may see (e.g. only published ones)."""
+        return self.model._default_manager.all()
+
+    def read(self, obj: Model, attribute: str | None) -> Any:
+        """The value of a field, property or zero-argument method of ``obj``."""
+        if not attribute:
+            return None
+        value = getattr(obj, attribute)
+        return value() if callable(value) else value
+
+    def get_title(self, obj: Model) -> str:
+        return str(self.read(obj, self.title_field) if self.title_field else obj)
+
+    def get_url(self, obj: Model) -> str:
+        return obj.get_absolute_url()
+
+    def get_summary(self, obj: Model) -> str:
+        return str(self.read(obj, self.summary_field) or "") if self.summary_field else ""
+
+    def get_markdown(self, obj: Model) -> str:
+        """The object's body as markdown (without the title, which is added around it)."""
+        return str(self.read(obj, self.body_field) or "") if self.body_field else ""
+
+    def get_published_at(self, obj: Model) -> datetime.datetime | datetime.date | None:
+        return self.read(obj, self.published_field) if self.published_field else None
+
+    def get_schema_type(self, obj: Model) -> str:
+        return self.schema_type
+
+    def get_payload(self, obj: Model) -> dict[str, Any]:
+        """The content type's payload (Appendix C) for ``obj``; empty for ``text/answer``."""
+        spec = get_spec(self.content_type)
+        if spec is None or not self.payload_fields:
+            return {}
+        values = {key: self.read(obj, attribute) for key, attribute in self.payload_fields.items()}
+        return spec.build(values)
+
+
+class ContentRegistry:
+    """Models whose objects agents may see, each with its :class:`ContentConfig`."""
+
+    def __init__(self) -> None:
+        self._configs: dict[type[Model], ContentConfig] = {}
+        #: Second registrations of a model, kept for the system check (the first one stays in force).
+        self.duplicates: list[tuple[type[Model], type[ContentConfig]]] = []
+
+    def register(
+        self, model: type[Model], config_class: type[ContentConfig] | None = None
+    ) -> Callable[[type[ContentConfig]], type[ContentConfig]] | type[ContentConfig]:
+        """Register ``model``; with no config class, return a class decorator."""
+        if config_class is None:
+
+            def decorator(cls: type[ContentConfig]) -> type[ContentConfig]:
+                self.register(model, cls)
+                return cls
+
+            return decorator
+        if not (isinstance(config_class, type) and issubclass(config_class, ContentConfig)):
+            raise ImproperlyConfigured(
+                f"agent_handshake.register({model.__name__}, ...) needs a ContentConfig subclass, got {config_class!r}."
+            )
+        if model._meta.abstract:
+            raise ImproperlyConfigured(f"The model {model.__name__} is abstract, so it cannot be registered.")
+        if model in self._configs:
+            self.duplicates.append((model, config_class))
+        else:
+            self._configs[model] = config_class(model)
+        return config_class
+
+    def unregister(self, model: type[Model]) -> None:
+        if model not in self._configs:
+            raise NotRegistered(f"The model {model.__name__} is not registered.")
+        del self._configs[model]
+        self.duplicates = [(m, c) for m, c in self.duplicates if m is not model]
+
+    def is_registered(self, model: type[Model]) -> bool:
+        return model in self._configs
+
+    def get_config(self, model: type[Model]) -> ContentConfig:
+        try:
+            return self._configs[model]
+        except KeyError:
+            raise NotRegistered(f"The model {model.__name__} is not registered.") from None
+
+    def get_config_by_label(self, label: str) -> ContentConfig:
+        for model, config in self._configs.items():
+            if model._meta.label_lower == label.lower():
+                return config
+        raise NotRegistered(f"No registered model is labelled {label!r}.")
+
+    def __iter__(self) -> Iterator[ContentConfig]:
+        return iter(sorted(self._configs.values(), key=lambda c: (c.order, c.get_section())))
+
+    def __len__(self) -> int:
+        return len(self._configs)
+
+    def models(self) -> list[type[Model]]:
+        return [config.model for config in self]
+
+
+MODES = ("MODE1", "MODE2", "MODE3")
+ACTION_TYPES = ("query", "action", "async")
+
+
+@dataclass
+class Capability:
+    """A named function of the concierge, declared once and published by every protocol binding.
+
+    ``available`` decides, each time the manifest is built, whether the capability is offered (e.g. a
+    contact capability only once the site profile has contact details).
+    """
+
+    name: str
+    description: str
+    mode: str = "MODE2"
+    response_types: list[str] = field(default_factory=lambda: ["text/answer"])
+    accept_fallback: bool = False
+    action_type: str | None = None
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    #: Authentication scope required to invoke it; None for public capabilities.
+    scope: str | None = None
+    #: Its own rate limit in "N/period" form; None to use the mode's default.
+    rate_limit: str | None = None
+    handler: Callable[..., Any] | None = field(default=None, repr=False)
+    available: Callable[[], bool] | None = field(default=None, repr=False)
+
+    def is_available(self) -> bool:
+        return self.available() if self.available else True
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """The capability as the AHP manifest lists it (§4.3, §5.3)."""
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "mode": self.mode,
+            "response_types": list(self.response_types),
+        }
+        if self.accept_fallback:
+            entry["accept_fallback"] = True
+        if self.action_type:
+            entry["action_type"] = self.action_type
+        if self.input_schema is not None:
+            entry["input_schema"] = self.input_schema
+        if self.output_schema is not None:
+            entry["output_schema"] = self.output_schema
+        return entry
+
+
+class CapabilityRegistry:
+    """Every capability the site offers, in registration order."""
+
+    def __init__(self) -> None:
+        self._capabilities: dict[str, Capability] = {}
+        self.duplicates: list[Capability] = []
+
+    def register(self, capability: Capability) -> Capability:
+        if capability.name in self._capabilities:
+            self.duplicates.append(capability)
+        else:
+            self._capabilities[capability.name] = capability
+        return capability
+
+    def unregister(self, name: str) -> None:
+        if name not in self._capabilities:
+            raise NotRegistered(f"No capability is named {name!r}.")
+        del self._capabilities[name]
+
+    def get(self, name: str) -> Capability | None:
+        return self._capabilities.get(name)
+
+    def __iter__(self) -> Iterator[Capability]:
+        return iter(list(self._capabilities.values()))
+
+    def available(self) -> list[Capability]:
+        return [capability for capability in self if capability.is_available()]
+
+
+content_registry = ContentRegistry()
+capability_registry = CapabilityRegistry()

@@ -1,0 +1,62 @@
+"""Receivers that keep agent documents and the cached manifest in step with the database.
+
+Connected in ``AppConfig.ready()`` for registered models only. Work is deferred to
+``transaction.on_commit`` so a rolled-back save changes nothing and the handler sees committed rows.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Model
+from django.db.models.signals import m2m_changed, post_delete, post_save
+
+from . import state
+from .registry import content_registry
+
+
+def _sync_on_commit(instance: Model) -> None:
+    meta = instance._meta
+    transaction.on_commit(partial(_sync_and_invalidate, meta.app_label, meta.model_name, instance.pk))
+
+
+def _sync_and_invalidate(app_label: str, model_name: str, pk: Any) -> None:
+    from .indexing import sync_object
+
+    sync_object(app_label, model_name, pk)
+    state.invalidate()
+
+
+def object_saved(sender: type[Model], instance: Model, raw: bool = False, **kwargs: Any) -> None:
+    # Fixture loading (raw=True) saves rows before their relations exist; `agent_reindex` follows it.
+    if not raw:
+        _sync_on_commit(instance)
+
+
+def object_deleted(sender: type[Model], instance: Model, **kwargs: Any) -> None:
+    _sync_on_commit(instance)
+
+
+def relations_changed(sender: type[Model], instance: Model, action: str, **kwargs: Any) -> None:
+    if action in ("post_add", "post_remove", "post_clear") and content_registry.is_registered(type(instance)):
+        _sync_on_commit(instance)
+
+
+def settings_saved(sender: type[Model], **kwargs: Any) -> None:
+    transaction.on_commit(state.invalidate)
+
+
+def connect() -> None:
+    from .models import ContentSignalOverride, SiteProfile
+
+    for model in content_registry.models():
+        uid = f"agent_handshake:{model._meta.label_lower}"
+        post_save.connect(object_saved, sender=model, dispatch_uid=uid)
+        post_delete.connect(object_deleted, sender=model, dispatch_uid=uid)
+        for m2m in model._meta.many_to_many:
+            m2m_changed.connect(relations_changed, sender=m2m.remote_field.through, dispatch_uid=uid)
+    for model in (SiteProfile, ContentSignalOverride):
+        post_save.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
+        post_delete.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")

@@ -1,0 +1,118 @@
+"""A snapshot of everything the generated documents depend on, and the version token that names it.
+
+The token is derived from the database (the site profile, the signal overrides, the documents' latest
+change and count), the settings and the registries, so every process computes the same token for the same
+state: it is the ETag seed and part of every cache key. A process keeps its snapshot for ``STATE_TTL``
+seconds; saves made through Django drop it at once (see ``signal_handlers``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.core.signals import setting_changed
+from django.db.models import Count, Max
+from django.dispatch import receiver
+
+from . import content_signals
+from .conf import SETTING_NAME, app_settings
+from .registry import capability_registry, content_registry
+
+EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    token: str
+    last_modified: datetime.datetime
+    name: str
+    description: str
+    contact: dict[str, str]
+    site_signals: dict[str, bool]
+    #: Effective signals of registered models that have an override, by model label ("blog.post").
+    model_signals: dict[str, dict[str, bool]] = field(default_factory=dict)
+    document_count: int = 0
+    #: ``Content-Signal`` header values by model label, None for the site-wide one (built once, sent often).
+    signal_headers: dict[str | None, str] = field(default_factory=dict)
+
+    def signals_for(self, label: str | None) -> dict[str, bool]:
+        if label is None:
+            return self.site_signals
+        return self.model_signals.get(label, self.site_signals)
+
+    def signal_header(self, label: str | None = None) -> str:
+        """The ``Content-Signal`` header value for a model's pages (the site's when ``label`` is None)."""
+        return self.signal_headers.get(label) or self.signal_headers[None]
+
+
+_lock = threading.Lock()
+_current: tuple[float, Snapshot] | None = None
+
+
+def _build() -> Snapshot:
+    from .models import ContentSignalOverride, Document, SiteProfile
+
+    profile = SiteProfile.load()
+    site_signals = profile.content_signals()
+    overrides = list(ContentSignalOverride.objects.select_related("content_type").order_by("pk"))
+    docs = Document.objects.aggregate(latest=Max("updated_at"), count=Count("pk"))
+
+    changed = [profile.updated_at, docs["latest"], *(o.updated_at for o in overrides)]
+    last_modified = max((moment for moment in changed if moment is not None), default=EPOCH)
+    parts = [
+        app_settings.fingerprint,
+        ",".join(config.label for config in content_registry),
+        ",".join(capability.name for capability in capability_registry),
+        str(profile.updated_at),
+        str(docs["count"]),
+        str(docs["latest"]),
+        *(f"{o.pk}:{o.content_type_id}:{o.updated_at}" for o in overrides),
+    ]
+    token = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+    model_signals = {f"{o.content_type.app_label}.{o.content_type.model}": o.apply(site_signals) for o in overrides}
+    return Snapshot(
+        token=token,
+        last_modified=last_modified.replace(microsecond=0),
+        name=profile.name or app_settings.SITE_NAME,
+        description=profile.description or app_settings.SITE_DESCRIPTION,
+        contact=profile.contact(),
+        site_signals=site_signals,
+        model_signals=model_signals,
+        document_count=docs["count"],
+        signal_headers={
+            None: content_signals.header_value(site_signals),
+            **{label: content_signals.header_value(signals) for label, signals in model_signals.items()},
+        },
+    )
+
+
+def snapshot() -> Snapshot:
+    """The current snapshot, rebuilt when older than ``STATE_TTL`` seconds."""
+    global _current
+    current = _current
+    now = time.monotonic()
+    if current is not None and now - current[0] < app_settings.STATE_TTL:
+        return current[1]
+    with _lock:
+        current = _current
+        if current is not None and now - current[0] < app_settings.STATE_TTL:
+            return current[1]
+        built = _build()
+        _current = (time.monotonic(), built)
+        return built
+
+
+def invalidate() -> None:
+    """Forget the snapshot so the next request rebuilds it (called after a relevant save commits)."""
+    global _current
+    _current = None
+
+
+@receiver(setting_changed)
+def _settings_changed(*, setting: str, **kwargs: object) -> None:
+    if setting == SETTING_NAME:
+        invalidate()

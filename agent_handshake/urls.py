@@ -1,0 +1,25 @@
+"""The app's URLs. Include them at the root of the site: ``path("", include("agent_handshake.urls"))``.
+
+Every path the app serves, in one place:
+
+======================================  =========================================================
+``/.well-known/agent.json``             the AHP manifest (``agent_handshake:manifest``)
+``/llms.txt``                           the llms.txt index (``agent_handshake:llms_txt``)
+``/llms-full.txt``                      every registered object's markdown (``agent_handshake:llms_full_txt``)
+``/robots.txt``                         robots.txt with content signals, if ``SERVE_ROBOTS_TXT``
+``<object url>.md``                     an object's markdown version (served by the middleware)
+======================================  =========================================================
+"""
+
+from django.urls import path
+
+from . import views
+
+app_name = "agent_handshake"
+
+urlpatterns = [
+    path(".well-known/agent.json", views.ManifestView.as_view(), name="manifest"),
+    path("llms.txt", views.LlmsTxtView.as_view(), name="llms_txt"),
+    path("llms-full.txt", views.LlmsFullTxtView.as_view(), name="llms_full_txt"),
+    path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
+]

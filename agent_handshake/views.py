@@ -1,0 +1,164 @@
+"""The MODE1 documents: ``/.well-known/agent.json``, ``/llms.txt``, ``/llms-full.txt``, ``/robots.txt`` and
+the markdown version of each registered object.
+
+They are cached under the content state's token (see :mod:`agent_handshake.state`), answer conditional
+requests with 304, and answer a wrong method with AHP JSON, never an HTML error page.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.cache import caches
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.urls import reverse
+from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.http import http_date, quote_etag
+from django.views import View
+
+from . import content_signals, state
+from .ahp.errors import method_not_allowed
+from .ahp.manifest import build_manifest
+from .conf import app_settings
+from .llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
+from .models import Document
+from .state import Snapshot
+
+MARKDOWN_CONTENT_TYPE = "text/markdown; charset=utf-8"
+
+
+def base_url(request: HttpRequest) -> str:
+    """Scheme and host for absolute links: the ``BASE_URL`` setting, else the request's own."""
+    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+
+
+def _cache_key(kind: str, snapshot: Snapshot, base: str) -> str:
+    return f"agent_handshake:{kind}:{snapshot.token}:{hashlib.md5(base.encode()).hexdigest()}"
+
+
+def _finish(response: HttpResponseBase, etag: str, last_modified: int) -> HttpResponseBase:
+    response.headers["ETag"] = etag
+    response.headers["Last-Modified"] = http_date(last_modified)
+    patch_cache_control(response, public=True, max_age=app_settings.HTTP_MAX_AGE)
+    patch_vary_headers(response, ["Accept"])
+    response.headers.setdefault("Access-Control-Allow-Origin", "*")
+    return response
+
+
+class AgentDocumentView(View, abc.ABC):
+    """A generated, cacheable document answered with ETag/Last-Modified and 304 on a match."""
+
+    http_method_names = ["get", "head", "options"]
+    kind = ""
+    content_type = "text/plain; charset=utf-8"
+    #: Build the body once per state and keep it in the cache (False for streamed documents).
+    cache_body = True
+
+    def enabled(self) -> bool:
+        return True
+
+    @abc.abstractmethod
+    def render(self, snapshot: Snapshot, base: str) -> str | bytes | Iterable[str]:
+        """The document's body (an iterable of strings when ``cache_body`` is False)."""
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not self.enabled():
+            raise Http404
+        return self.respond(request)
+
+    def respond(self, request: HttpRequest) -> HttpResponseBase:
+        snapshot = state.snapshot()
+        base = base_url(request)
+        etag = quote_etag(f"{self.kind}-{snapshot.token}-{hashlib.md5(base.encode()).hexdigest()[:8]}")
+        last_modified = int(snapshot.last_modified.timestamp())
+        response = get_conditional_response(request, etag=etag, last_modified=last_modified)
+        if response is None:
+            response = self.build_response(snapshot, base)
+        return _finish(response, etag, last_modified)
+
+    def build_response(self, snapshot: Snapshot, base: str) -> HttpResponseBase:
+        if not self.cache_body:
+            return StreamingHttpResponse(self.render(snapshot, base), content_type=self.content_type)
+        cache = caches[app_settings.CACHE_ALIAS]
+        key = _cache_key(self.kind, snapshot, base)
+        body = cache.get(key)
+        if body is None:
+            body = self.render(snapshot, base)
+            body = body.encode() if isinstance(body, str) else body
+            cache.set(key, body, app_settings.CACHE_TIMEOUT)
+        return HttpResponse(body, content_type=self.content_type)
+
+    def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return method_not_allowed(request.method or "", ["GET", "HEAD"])
+
+
+class ManifestView(AgentDocumentView):
+    """``GET /.well-known/agent.json``: the AHP manifest (§3.1, §4)."""
+
+    kind = "manifest"
+    content_type = "application/json"
+
+    def render(self, snapshot: Snapshot, base: str) -> bytes:
+        return json.dumps(build_manifest(snapshot, base), indent=2, ensure_ascii=False).encode()
+
+
+class LlmsTxtView(AgentDocumentView):
+    """``GET /llms.txt``: the site's index for language models (the llms.txt convention)."""
+
+    kind = "llms"
+    content_type = MARKDOWN_CONTENT_TYPE
+
+    def render(self, snapshot: Snapshot, base: str) -> str:
+        return render_llms_txt(snapshot, base)
+
+
+class LlmsFullTxtView(AgentDocumentView):
+    """``GET /llms-full.txt``: every registered object's markdown, streamed."""
+
+    kind = "llms-full"
+    content_type = MARKDOWN_CONTENT_TYPE
+    cache_body = False
+
+    def render(self, snapshot: Snapshot, base: str) -> Iterable[str]:
+        return iter_llms_full_txt(snapshot, base)
+
+
+class RobotsTxtView(AgentDocumentView):
+    """``GET /robots.txt`` with the content-signal lines, when ``SERVE_ROBOTS_TXT`` is on."""
+
+    kind = "robots"
+
+    def enabled(self) -> bool:
+        return app_settings.SERVE_ROBOTS_TXT
+
+    def render(self, snapshot: Snapshot, base: str) -> str:
+        return content_signals.robots_txt(
+            snapshot.site_signals,
+            manifest_url=base + reverse("agent_handshake:manifest"),
+            training_crawlers=app_settings.AI_TRAINING_CRAWLERS,
+            extra=app_settings.ROBOTS_TXT_EXTRA,
+        )
+
+
+def manifest_response(request: HttpRequest) -> HttpResponseBase:
+    """The manifest for a request made to another URL with ``Accept: application/agent+json`` (§3.2)."""
+    return ManifestView(request=request).respond(request)
+
+
+def markdown_response(request: HttpRequest, document: Document) -> HttpResponseBase:
+    """The markdown version of one registered object's page."""
+    label = f"{document.content_type.app_label}.{document.content_type.model}"
+    snapshot = state.snapshot()
+    etag = quote_etag(f"md-{document.content_hash[:16]}-{snapshot.token}")
+    last_modified = int(max(document.updated_at, snapshot.last_modified).timestamp())
+    response = get_conditional_response(request, etag=etag, last_modified=last_modified)
+    if response is None:
+        response = HttpResponse(render_document(document, base_url(request)), MARKDOWN_CONTENT_TYPE)
+    response.headers[content_signals.HEADER] = snapshot.signal_header(label)
+    canonical = absolute_url(base_url(request), document.url)
+    response.headers["Link"] = f'<{canonical}>; rel="canonical"; type="text/html"'
+    return _finish(response, etag, last_modified)

@@ -1,0 +1,85 @@
+"""Settings of the demo site: a small tea shop and blog that uses agent_handshake the way any site would.
+
+With DATABASE_URL unset it runs on the embedded PostgreSQL in ``.pgdata/`` (started on demand).
+"""
+
+import os
+from pathlib import Path
+
+from agent_handshake.embedded import database_config
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-not-secret-3b9f1c2e7a")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "agent_handshake",
+    "demo_site.blog",
+    "demo_site.pages",
+    "demo_site.videos",
+    "demo_site.shop",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.gzip.GZipMiddleware",
+    "agent_handshake.middleware.AgentDiscoveryMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "demo_site.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "demo_site.wsgi.application"
+
+DATABASES = {"default": database_config(BASE_DIR, name="agent_handshake_demo")}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "demo",
+    }
+}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "America/Los_Angeles"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+
+AGENT_HANDSHAKE = {
+    "SITE_NAME": "Lantern & Kettle",
+    "SITE_DESCRIPTION": "An independent tea shop and tea blog in Portland, Oregon: brewing guides, videos and "
+    "a shop of loose-leaf teas and teaware.",
+    "SERVE_ROBOTS_TXT": True,
+}

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.cache import caches
+
+from agent_handshake import state
+from agent_handshake.registry import capability_registry, content_registry
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state():
+    """Each test starts with no remembered content state and empty caches (the database is rolled back)."""
+    state.invalidate()
+    for cache in caches.all():
+        cache.clear()
+    yield
+    state.invalidate()
+
+
+@pytest.fixture
+def registries():
+    """The content and capability registries, restored after the test changes them."""
+    saved_content = (dict(content_registry._configs), list(content_registry.duplicates))
+    saved_capabilities = (dict(capability_registry._capabilities), list(capability_registry.duplicates))
+    yield content_registry, capability_registry
+    content_registry._configs, content_registry.duplicates = saved_content
+    capability_registry._capabilities, capability_registry.duplicates = saved_capabilities
+
+
+@pytest.fixture(scope="session")
+def ahp_schemas():
+    """The JSON Schemas published with AHP Draft 0.1 (../shared/ahp-schema/0.1/)."""
+    root = SHARED / "ahp-schema" / "0.1"
+    if not root.is_dir():
+        pytest.fail(f"The AHP schemas are missing: {root} (shared/ must sit beside the project)")
+    return {name: json.loads((root / f"{name}.json").read_text()) for name in ("manifest", "request", "response")}
+
+
+@pytest.fixture
+def publish(django_capture_on_commit_callbacks):
+    """Create registered objects through the ORM and run the on-commit indexing, as a real save would."""
+
+    def create(model, **fields):
+        with django_capture_on_commit_callbacks(execute=True):
+            return model.objects.create(**fields)
+
+    return create

@@ -1,0 +1,119 @@
+"""Editors set the site profile and content signals in the Django admin; agents see the change."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.contrib.contenttypes.models import ContentType
+
+from agent_handshake.models import ContentSignalOverride, Document, SiteProfile
+from demo_site.shop.models import Order
+from tests.testapp.models import Article
+
+pytestmark = pytest.mark.django_db
+
+CHANGE_URL = "/admin/agent_handshake/siteprofile/1/change/"
+
+
+def editor(*codenames: str) -> User:
+    user = User.objects.create_user("editor", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="agent_handshake", codename__in=codenames)
+    )
+    return user
+
+
+def profile_form(**overrides) -> dict:
+    data = {
+        "name": "Lantern & Kettle",
+        "description": "Tea shop.",
+        "contact_email": "hi@example.com",
+        "contact_url": "",
+        "contact_phone": "",
+        "postal_address": "",
+        "ai_input": "on",
+        "search": "on",
+        "attribution_required": "on",
+        "signal_overrides-TOTAL_FORMS": "0",
+        "signal_overrides-INITIAL_FORMS": "0",
+        "signal_overrides-MIN_NUM_FORMS": "0",
+        "signal_overrides-MAX_NUM_FORMS": "1000",
+    }
+    data.update(overrides)
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def test_editor_with_permission_changes_signals_and_agents_see_it(client, django_capture_on_commit_callbacks):
+    SiteProfile.objects.create(name="Old name", ai_train=False)
+    client.force_login(
+        editor(
+            "view_siteprofile",
+            "change_siteprofile",
+            "add_contentsignaloverride",
+            "change_contentsignaloverride",
+            "view_contentsignaloverride",
+        )
+    )
+    article_type = ContentType.objects.get_for_model(Article)
+    form = profile_form(
+        ai_train="on",
+        **{
+            "signal_overrides-TOTAL_FORMS": "1",
+            "signal_overrides-0-content_type": str(article_type.pk),
+            "signal_overrides-0-ai_train": "False",
+            "signal_overrides-0-ai_input": "",
+            "signal_overrides-0-search": "False",
+            "signal_overrides-0-attribution_required": "",
+        },
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(CHANGE_URL, form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+
+    manifest = client.get("/.well-known/agent.json").json()
+    assert manifest["name"] == "Lantern & Kettle"
+    assert manifest["content_signals"]["ai_train"] is True
+    assert client.get("/page/")["Content-Signal"] == "search=yes, ai-input=yes, ai-train=yes"
+    override = ContentSignalOverride.objects.get()
+    assert (override.ai_train, override.ai_input, override.search) == (False, None, False)
+
+
+def test_override_choices_are_limited_to_registered_models(client):
+    SiteProfile.objects.create(name="S")
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+    html = client.get(CHANGE_URL).content.decode()
+    assert f'value="{ContentType.objects.get_for_model(Article).pk}"' in html
+    assert f'value="{ContentType.objects.get_for_model(Order).pk}"' not in html
+
+
+def test_editor_without_permission_cannot_change_the_profile(client):
+    SiteProfile.objects.create(name="Kept")
+    client.force_login(editor("view_siteprofile"))
+    response = client.post(CHANGE_URL, profile_form(name="Hijacked"))
+    assert response.status_code == 403
+    assert SiteProfile.objects.get().name == "Kept"
+
+
+def test_profile_is_a_singleton(client):
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+    assert client.get("/admin/agent_handshake/siteprofile/")["Location"].endswith("/siteprofile/add/")
+    # The add form starts from the settings' defaults.
+    assert 'value="Test Site"' in client.get("/admin/agent_handshake/siteprofile/add/").content.decode()
+    SiteProfile.objects.create(name="One")
+    SiteProfile(name="Two").save()
+    assert SiteProfile.objects.count() == 1
+    assert client.get("/admin/agent_handshake/siteprofile/")["Location"].endswith(CHANGE_URL)
+    assert client.get("/admin/agent_handshake/siteprofile/add/").status_code == 403
+    assert client.post("/admin/agent_handshake/siteprofile/1/delete/").status_code == 403
+
+
+def test_documents_are_read_only_in_admin(client, publish):
+    publish(Article, title="Read me", slug="read-me")
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+    listing = client.get("/admin/agent_handshake/document/")
+    assert listing.status_code == 200
+    assert "Read me" in listing.content.decode()
+    document = Document.objects.get()
+    assert client.get("/admin/agent_handshake/document/add/").status_code == 403
+    assert client.post(f"/admin/agent_handshake/document/{document.pk}/change/", {"title": "x"}).status_code == 403
+    assert Document.objects.get().title == "Read me"

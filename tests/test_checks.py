@@ -1,0 +1,195 @@
+"""System checks: each id, and `manage.py check` on the real configuration."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+import agent_handshake
+from agent_handshake import checks
+from agent_handshake.registry import Capability, ContentConfig
+from demo_site.shop.models import Order
+from tests.testapp.models import Article
+
+
+def ids(messages) -> list[str]:
+    return [message.id for message in messages]
+
+
+def test_the_test_configuration_is_clean():
+    out = StringIO()
+    call_command("check", stdout=out)
+    assert "no issues" in out.getvalue()
+
+
+def test_e001_setting_not_a_dict():
+    with override_settings(AGENT_HANDSHAKE=["not", "a", "dict"]):
+        assert ids(checks.check_settings()) == ["agent_handshake.E001"]
+
+
+def test_w001_unknown_key():
+    with override_settings(AGENT_HANDSHAKE={"SITE_NAEM": "typo"}):
+        messages = checks.check_settings()
+    assert ids(messages) == ["agent_handshake.W001"]
+    assert "SITE_NAEM" in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"CACHE_TIMEOUT": "3600"},
+        {"INJECT_NOTICE": "yes"},
+        {"STATE_TTL": True},
+        {"AUTHENTICATION": "password"},
+        {"RATE_LIMITS": {"unauthenticated": {"requests": "thirty a minute"}}},
+        {"RATE_LIMITS": {"anonymous": {"requests": "30/minute"}}},
+        {"RATE_LIMITS": {"authenticated": {"token_budget": "100/day"}}},
+        {"DEFAULT_CONTENT_SIGNALS": {"ai_train": "no"}},
+        {"EXEMPT_PATHS": ["(unclosed"]},
+        {"BASE_URL": "example.com/path"},
+    ],
+)
+def test_e002_bad_setting_types_and_values(setting):
+    with override_settings(AGENT_HANDSHAKE=setting):
+        messages = checks.check_settings()
+    assert ids(messages) == ["agent_handshake.E002"], [m.msg for m in messages]
+    assert messages[0].msg.startswith(f"AGENT_HANDSHAKE['{next(iter(setting))}']")
+
+
+def test_w002_missing_middleware(settings):
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != checks.MIDDLEWARE_PATH]
+    assert ids(checks.check_middleware()) == ["agent_handshake.W002"]
+
+
+def test_w003_middleware_before_gzip(settings):
+    settings.MIDDLEWARE = [checks.MIDDLEWARE_PATH, checks.GZIP_PATH]
+    assert ids(checks.check_middleware()) == ["agent_handshake.W003"]
+    settings.MIDDLEWARE = [checks.GZIP_PATH, checks.MIDDLEWARE_PATH]
+    assert checks.check_middleware() == []
+
+
+def test_e003_double_registration(registries):
+    class Again(ContentConfig):
+        pass
+
+    agent_handshake.register(Article, Again)
+    messages = checks.check_registry()
+    assert ids(messages) == ["agent_handshake.E003"]
+    assert "testapp.Article" in messages[0].msg
+
+
+def test_e004_field_that_does_not_exist(registries):
+    class OrderContent(ContentConfig):
+        title_field = "number"
+        body_field = "notes"
+        payload_fields = {"schema": "kind"}
+
+    agent_handshake.register(Order, OrderContent)
+    messages = checks.check_registry()
+    assert ids(messages) == ["agent_handshake.E004", "agent_handshake.E004"]
+    assert "'notes'" in messages[0].msg
+    assert "'kind'" in messages[1].msg
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "application/action-result", "video"])
+def test_e005_unknown_content_type(registries, content_type):
+    class OrderContent(ContentConfig):
+        pass
+
+    OrderContent.content_type = content_type
+    agent_handshake.register(Order, OrderContent)
+    assert ids(checks.check_registry()) == ["agent_handshake.E005"]
+
+
+def test_e006_content_type_without_its_required_fields(registries):
+    class OrderAsVideo(ContentConfig):
+        content_type = "media/video"
+        payload_fields = {"stream_url": "tracking_code"}
+
+    agent_handshake.register(Order, OrderAsVideo)
+    messages = checks.check_registry()
+    assert ids(messages) == ["agent_handshake.E006"]
+    assert "duration_seconds" in messages[0].msg
+
+    class OrderAsVideoBuiltByHand(OrderAsVideo):
+        def get_payload(self, obj):
+            return {"stream_url": "https://x/y.mp4", "duration_seconds": 1}
+
+    agent_handshake.unregister(Order)
+    agent_handshake.register(Order, OrderAsVideoBuiltByHand)
+    assert checks.check_registry() == []
+
+
+def test_extension_content_types_need_no_fields(registries):
+    class OrderContent(ContentConfig):
+        content_type = "x-shop/order"
+
+    agent_handshake.register(Order, OrderContent)
+    assert checks.check_registry() == []
+
+
+def test_e007_duplicate_capability_names(registries):
+    agent_handshake.register_capability(Capability(name="quote", description="one"))
+    agent_handshake.register_capability(Capability(name="quote", description="two"))
+    assert ids(checks.check_capabilities()) == ["agent_handshake.E007"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"name": "Bad-Name"},
+        {"mode": "MODE4"},
+        {"action_type": "delete"},
+        {"mode": "MODE3", "action_type": "query"},  # no schemas
+        {"response_types": ["html"]},
+        {"response_types": []},
+        {"description": "d" * 300},
+    ],
+)
+def test_e008_invalid_capability(registries, fields):
+    agent_handshake.register_capability(Capability(**{"name": "thing", "description": "d", **fields}))
+    assert ids(checks.check_capabilities()) == ["agent_handshake.E008"]
+
+
+def test_e009_action_capability_without_authentication(registries, settings):
+    schema = {"type": "object"}
+    agent_handshake.register_capability(
+        Capability(
+            name="book",
+            description="Book a tasting",
+            mode="MODE3",
+            action_type="action",
+            input_schema=schema,
+            output_schema=schema,
+            scope="bookings",
+        )
+    )
+    assert ids(checks.check_capabilities()) == ["agent_handshake.E009"]  # AUTHENTICATION is "none"
+    settings.AGENT_HANDSHAKE = {"AUTHENTICATION": "api_key"}
+    assert checks.check_capabilities() == []
+    agent_handshake.capability_registry.get("book").scope = None
+    assert ids(checks.check_capabilities()) == ["agent_handshake.E009"]
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_e010_database_not_postgresql(settings):
+    settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    assert ids(checks.check_database()) == ["agent_handshake.E010"]
+
+
+def test_w004_urls_not_included(settings):
+    settings.ROOT_URLCONF = "demo_site.blog.urls"
+    assert ids(checks.check_urls()) == ["agent_handshake.W004"]
+
+
+def test_manage_py_check_fails_on_an_error(registries):
+    class Again(ContentConfig):
+        pass
+
+    agent_handshake.register(Article, Again)
+    with pytest.raises(SystemCheckError, match=r"agent_handshake\.E003"):
+        call_command("check", stdout=StringIO(), stderr=StringIO())

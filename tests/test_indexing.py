@@ -1,0 +1,108 @@
+"""Agent documents follow the registered objects: signals on commit, and manage.py agent_reindex."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.core.management import CommandError, call_command
+from django.db import transaction
+
+from agent_handshake import signals
+from agent_handshake.models import Document
+from demo_site.blog.models import Author, Post, Tag
+from tests.testapp.models import Article
+
+pytestmark = pytest.mark.django_db
+
+
+def documents_of(model):
+    return Document.objects.filter(content_type=ContentType.objects.get_for_model(model))
+
+
+def test_save_and_delete_follow_on_commit(django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        article = Article.objects.create(title="Pending", slug="pending")
+    assert not documents_of(Article).exists()  # nothing until the transaction commits
+    for callback in callbacks:
+        callback()
+    assert documents_of(Article).get().title == "Pending"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        article.delete()
+    assert not documents_of(Article).exists()
+
+
+def test_rolled_back_save_changes_nothing(django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        try:
+            with transaction.atomic():
+                Article.objects.create(title="Rolled back", slug="rolled-back")
+                raise RuntimeError
+        except RuntimeError:
+            pass
+    assert callbacks == []
+    assert not documents_of(Article).exists()
+
+
+def test_m2m_changes_reindex_the_object(publish, django_capture_on_commit_callbacks):
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    post = publish(Post, title="Gaiwan", slug="gaiwan", author=author, summary="s", body="b", status="published")
+    assert "Tags" not in documents_of(Post).get().markdown
+    tag = Tag.objects.create(name="Oolong", slug="oolong")
+    with django_capture_on_commit_callbacks(execute=True):
+        post.tags.add(tag)
+    assert "Tags: Oolong" in documents_of(Post).get().markdown
+
+
+def test_unchanged_content_is_not_rewritten(publish, django_capture_on_commit_callbacks):
+    article = publish(Article, title="Stable", slug="stable", body="same")
+    received = []
+
+    def receiver(sender, document, created, **kwargs):
+        received.append((sender, document.title, created))
+
+    signals.document_indexed.connect(receiver)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            article.save()
+        assert received == []
+        with django_capture_on_commit_callbacks(execute=True):
+            article.body = "changed"
+            article.save()
+        assert received == [(Article, "Stable", False)]
+    finally:
+        signals.document_indexed.disconnect(receiver)
+
+
+def test_fixture_loading_defers_to_reindex():
+    # raw saves (loaddata) do not index; the management command does.
+    Article(title="Raw", slug="raw").save_base(raw=True)
+    assert not documents_of(Article).exists()
+
+
+def test_agent_reindex_builds_updates_and_removes(publish):
+    Article.objects.bulk_create([Article(title=f"Bulk {n}", slug=f"bulk-{n}", body=f"body {n}") for n in range(12)])
+    out = StringIO()
+    call_command("agent_reindex", "--model", "testapp.article", stdout=out)
+    assert "testapp.article: 12 created, 0 updated, 0 unchanged, 0 deleted" in out.getvalue()
+    assert "12/12" in out.getvalue()
+    assert documents_of(Article).count() == 12
+
+    # Changes made without signals (queryset.update, deleting in bulk) are caught up, the rest skipped.
+    Article.objects.filter(slug="bulk-3").update(body="edited")
+    Article.objects.filter(slug__in=["bulk-4", "bulk-5"]).update(published=False)
+    out = StringIO()
+    call_command("agent_reindex", "--model", "testapp.article", stdout=out)
+    assert "1 updated, 9 unchanged, 2 deleted" in out.getvalue()
+    assert documents_of(Article).get(object_id=str(Article.objects.get(slug="bulk-3").pk)).markdown == "edited"
+
+
+def test_agent_reindex_all_models_and_errors():
+    out = StringIO()
+    call_command("agent_reindex", stdout=out)
+    for label in ("testapp.article", "blog.post", "pages.page", "videos.video", "shop.product"):
+        assert f"{label}:" in out.getvalue()
+    with pytest.raises(CommandError, match=r"shop\.order"):
+        call_command("agent_reindex", "--model", "shop.order", stdout=StringIO())

@@ -1,0 +1,204 @@
+"""Discovery on every response (AHP §3): headers, the <link> tag, the in-page notice, negotiation."""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+
+from agent_handshake.middleware import HtmlInjector
+
+pytestmark = pytest.mark.django_db
+
+LINK_HEADER = '</.well-known/agent.json>; rel="ahp-manifest agent-manifest"; type="application/agent+json"'
+LINK_TAG = '<link rel="agent-manifest" href="/.well-known/agent.json" type="application/agent+json">'
+NOTICE = re.compile(
+    r'<section class="ahp-notice" aria-label="AI Agent Notice" style="display:none">.*?</section>', re.DOTALL
+)
+
+
+def assert_discoverable(html: str) -> None:
+    """The link tag sits in <head>, the notice in <body>, each exactly once, both in the raw HTML."""
+    head, _, body = html.partition("</head>")
+    assert head.count(LINK_TAG) == 1, head
+    assert html.count(LINK_TAG) == 1
+    notices = NOTICE.findall(body)
+    assert len(notices) == 1, body[-600:]
+    assert html.count("ahp-notice") == 1
+    assert "GET /.well-known/agent.json" in notices[0]
+    assert "AHP/0.1" in notices[0]
+    assert body.index(notices[0]) < body.rindex("</body>") if "</body>" in body else True
+
+
+def test_html_page_gets_link_tag_notice_and_headers(client):
+    response = client.get("/page/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert_discoverable(html)
+    assert "<h1>Plain page</h1>" in html
+    assert response["Link"] == LINK_HEADER
+    assert response["Content-Signal"] == "search=yes, ai-input=yes, ai-train=no"
+    assert "Accept" in response["Vary"]
+
+
+def test_content_length_matches_the_rewritten_body(client):
+    response = client.get("/big/")
+    assert_discoverable(response.content.decode())
+    assert int(response["Content-Length"]) == len(response.content)
+    assert len(response.content) > 100_000
+
+
+def test_404_and_500_pages_carry_discovery(client):
+    missing = client.get("/no/such/page/")
+    assert missing.status_code == 404
+    assert_discoverable(missing.content.decode())
+    assert missing["Link"] == LINK_HEADER
+
+    client.raise_request_exception = False
+    broken = client.get("/broken/")
+    assert broken.status_code == 500
+    assert "Server error" in broken.content.decode()
+    assert_discoverable(broken.content.decode())
+    assert broken["Link"] == LINK_HEADER
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64, 4096])
+def test_streaming_html_is_rewritten_chunk_by_chunk(client, chunk):
+    response = client.get(f"/stream/?chunk={chunk}")
+    assert response.streaming
+    html = b"".join(response.streaming_content).decode()
+    assert_discoverable(html)
+    assert html.count("streamed words") == 200
+    assert "Content-Length" not in response
+
+
+def test_async_streaming_html_is_rewritten(async_client):
+    @async_to_sync
+    async def fetch():
+        response = await async_client.get("/astream/?chunk=5")
+        return response, b"".join([chunk async for chunk in response.streaming_content])
+
+    response, content = fetch()
+    assert response.streaming
+    assert_discoverable(content.decode())
+    assert response["Link"] == LINK_HEADER
+
+
+def test_async_exempt_view_is_left_alone(async_client):
+    response = async_to_sync(async_client.get)("/aexempt/")
+    assert "<h1>Async exempt</h1>" in response.content.decode()
+    assert "ahp-notice" not in response.content.decode()
+    assert response["Link"] == LINK_HEADER
+
+
+def test_non_html_is_untouched_but_gets_the_link_header(client):
+    response = client.get("/json/")
+    assert response.json() == {"html": "<html><head></head><body></body></html>", "n": 1}
+    assert response["Link"] == LINK_HEADER
+    assert response["Content-Signal"]
+
+
+def test_gzip_middleware_outside_compresses_the_rewritten_page(client):
+    response = client.get("/big/", headers={"Accept-Encoding": "gzip"})
+    assert response["Content-Encoding"] == "gzip"
+    html = gzip.decompress(response.content).decode()
+    assert_discoverable(html)
+
+
+def test_already_gzipped_body_is_rewritten_and_recompressed(client):
+    response = client.get("/gzipped/")
+    assert response["Content-Encoding"] == "gzip"
+    assert int(response["Content-Length"]) == len(response.content)
+    assert_discoverable(gzip.decompress(response.content).decode())
+
+
+def test_other_encodings_are_left_byte_for_byte(client):
+    response = client.get("/brotli/")
+    assert response.content == b"\x8b\x03\x80not-really-brotli"
+    assert response["Link"] == LINK_HEADER
+
+
+def test_exempt_view_keeps_its_html(client):
+    response = client.get("/exempt/")
+    assert "ahp-notice" not in response.content.decode()
+    assert "agent-manifest" not in response.content.decode()
+    assert response["Link"] == LINK_HEADER
+
+
+def test_template_tags_place_the_markup_and_it_is_not_doubled(client):
+    html = client.get("/tagged/").content.decode()
+    assert_discoverable(html)
+    assert html.index("ahp-notice") > html.index("<footer>")
+
+
+def test_fragment_without_html_element_gets_no_notice(client):
+    response = client.get("/fragment/")
+    assert response.content == b"<li>an htmx fragment</li>"
+
+
+def test_document_without_body_end_tag_still_gets_the_notice(client):
+    html = client.get("/nobody/").content.decode()
+    assert LINK_TAG in html
+    assert NOTICE.search(html)
+
+
+def test_view_etag_is_weakened_when_the_body_changes(client):
+    response = client.get("/page/?etag=1")
+    assert response["ETag"] == 'W/"fixed-etag"'
+
+
+def test_existing_link_header_is_kept(client):
+    response = client.get("/page/?link=1")
+    assert response["Link"] == f"</static/site.css>; rel=preload; as=style, {LINK_HEADER}"
+
+
+def test_accept_agent_json_on_any_url_answers_with_the_manifest(client):
+    response = client.get("/page/", headers={"Accept": "application/agent+json"})
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["ahp"] == "0.1"
+    assert response["Link"] == LINK_HEADER
+    assert "Accept" in response["Vary"]
+    # q=0 means "not acceptable", and a browser's Accept does not trigger it.
+    refused = client.get("/page/", headers={"Accept": "text/html, application/agent+json;q=0"})
+    assert "<h1>Plain page</h1>" in refused.content.decode()
+    browser = client.get("/page/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+    assert "<h1>Plain page</h1>" in browser.content.decode()
+
+
+def test_settings_turn_injection_off(client):
+    with override_settings(AGENT_HANDSHAKE={"INJECT_NOTICE": False, "INJECT_LINK_TAG": False}):
+        html = client.get("/page/").content.decode()
+        assert "ahp-notice" not in html
+        assert "agent-manifest" not in html
+
+
+def test_exempt_paths_are_left_entirely_alone(client):
+    with override_settings(AGENT_HANDSHAKE={"EXEMPT_PATHS": [r"^/page/"]}):
+        response = client.get("/page/")
+        assert "Link" not in response
+        assert "ahp-notice" not in response.content.decode()
+        assert "Link" in client.get("/big/")
+
+
+def test_custom_notice_template(client, tmp_path, settings):
+    (tmp_path / "my_notice.html").write_text(
+        '<aside class="ahp-notice" aria-label="AI Agent Notice">Hi, agent.</aside>'
+    )
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [tmp_path, *settings.TEMPLATES[0]["DIRS"]]}]
+    settings.AGENT_HANDSHAKE = {"NOTICE_TEMPLATE": "my_notice.html"}
+    html = client.get("/page/").content.decode()
+    assert html.count("Hi, agent.") == 1
+
+
+def test_injector_finds_tags_split_across_every_boundary():
+    page = b"<html><HEAD><title>x</title></HEAD><body><p>text</p></BODY></html>"
+    expected = HtmlInjector(b"[L]", b"[N]").rewrite(page)
+    assert expected == b"<html><HEAD><title>x</title>[L]</HEAD><body><p>text</p>[N]</BODY></html>"
+    for cut in range(1, len(page)):
+        injector = HtmlInjector(b"[L]", b"[N]")
+        out = injector.feed(page[:cut]) + injector.feed(page[cut:]) + injector.finish()
+        assert out == expected, cut

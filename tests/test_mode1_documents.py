@@ -1,0 +1,217 @@
+"""MODE1 documents: /llms.txt, /llms-full.txt, markdown versions, robots.txt and content signals."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.test import override_settings
+from django.utils import timezone
+
+from agent_handshake.models import ContentSignalOverride, Document, SiteProfile
+from demo_site.videos.models import Video
+from tests.testapp.models import Article
+
+pytestmark = pytest.mark.django_db
+
+ITEM = re.compile(r"^- \[(?P<title>[^\]]+)\]\((?P<url>[^)]+)\)(?:: (?P<description>.+))?$")
+
+
+@pytest.fixture
+def articles(publish):
+    start = timezone.now() - datetime.timedelta(days=30)
+    created = [
+        publish(
+            Article,
+            title=f"Brewing note {n}",
+            slug=f"note-{n}",
+            summary=f"What we learned on day {n}.",
+            body=f"## Water\n\nUse water at {80 + n} °C.\n\n- leaf: {n + 2} g\n",
+            published_at=start + datetime.timedelta(days=n),
+        )
+        for n in range(5)
+    ]
+    publish(Article, title="Hidden draft", slug="draft", body="secret", published=False)
+    return created
+
+
+@pytest.fixture
+def video(publish):
+    return publish(
+        Video,
+        title="Whisking matcha",
+        slug="whisking-matcha",
+        description="How to whisk matcha to a fine foam.",
+        stream_url="https://media.example/whisk/master.m3u8",
+        duration_seconds=312,
+        subtitles=[{"lang": "en", "url": "https://media.example/whisk/en.vtt"}],
+        chapters=[{"title": "Sifting", "start_seconds": 0}, {"title": "Whisking", "start_seconds": 95}],
+    )
+
+
+def parse_llms_txt(text: str) -> dict:
+    lines = text.splitlines()
+    assert lines[0].startswith("# "), lines[0]
+    parsed = {"title": lines[0][2:], "summary": None, "sections": {}}
+    section = None
+    for line in lines[1:]:
+        if line.startswith("> ") and parsed["summary"] is None and section is None:
+            parsed["summary"] = line[2:]
+        elif line.startswith("## "):
+            section = line[3:]
+            parsed["sections"][section] = []
+        elif line.startswith("- ") and section:
+            match = ITEM.match(line)
+            if match:
+                parsed["sections"][section].append(match.groupdict())
+    return parsed
+
+
+def test_llms_txt_structure(client, articles, video):
+    SiteProfile.objects.create(name="Lantern & Kettle", description="Tea shop.", contact_email="hi@example.com")
+    response = client.get("/llms.txt")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/markdown; charset=utf-8"
+    parsed = parse_llms_txt(response.content.decode())
+    assert parsed["title"] == "Lantern & Kettle"
+    assert parsed["summary"] == "Tea shop."
+    assert list(parsed["sections"]) == ["Contact", "Articles", "Videos", "Optional"]
+
+    listed = parsed["sections"]["Articles"]
+    # Newest first; the unpublished article is not there.
+    assert [item["title"] for item in listed] == [a.title for a in reversed(articles)]
+    assert all(
+        item["url"] == f"http://testserver{a.get_absolute_url()}"
+        for item, a in zip(listed, reversed(articles), strict=True)
+    )
+    assert all(item["description"] == a.summary for item, a in zip(listed, reversed(articles), strict=True))
+    assert "Hidden draft" not in response.content.decode()
+    assert parsed["sections"]["Videos"][0]["title"] == "Whisking matcha"
+    assert parsed["sections"]["Optional"][0]["url"] == "http://testserver/llms-full.txt"
+
+
+def test_llms_txt_caps_items_per_model_and_points_to_the_full_text(client, articles):
+    with override_settings(AGENT_HANDSHAKE={"LLMS_TXT_MAX_ITEMS": 2}):
+        parsed = parse_llms_txt(client.get("/llms.txt").content.decode())
+    items = parsed["sections"]["Articles"]
+    assert len(items) == 3
+    assert items[-1]["title"] == "All 5 articles"
+    assert items[-1]["url"] == "http://testserver/llms-full.txt"
+
+
+def test_llms_txt_conditional_get(client, articles):
+    first = client.get("/llms.txt")
+    assert client.get("/llms.txt", headers={"If-None-Match": first["ETag"]}).status_code == 304
+    assert first["ETag"] != client.get("/.well-known/agent.json")["ETag"]
+
+
+def test_llms_full_txt_streams_every_object_markdown(client, articles, video):
+    response = client.get("/llms-full.txt")
+    assert response.status_code == 200
+    assert response.streaming
+    text = b"".join(response.streaming_content).decode()
+    for article in articles:
+        assert f"# {article.title}\n" in text
+        assert article.body.strip() in text
+        assert f"URL: http://testserver{article.get_absolute_url()}" in text
+    assert "How to whisk matcha to a fine foam." in text
+    assert "secret" not in text
+    assert text.count("\n---\n") + text.startswith("---") >= len(articles) + 1
+    assert response["ETag"]
+    assert client.get("/llms-full.txt", headers={"If-None-Match": response["ETag"]}).status_code == 304
+
+
+def test_markdown_version_by_suffix_and_by_accept(client, articles):
+    article = articles[2]
+    by_suffix = client.get(f"/articles/{article.slug}.md")
+    assert by_suffix.status_code == 200
+    assert by_suffix["Content-Type"] == "text/markdown; charset=utf-8"
+    text = by_suffix.content.decode()
+    assert text.startswith(f"# {article.title}\n\n> {article.summary}\n")
+    assert article.body.strip() in text
+    assert f'<http://testserver/articles/{article.slug}/>; rel="canonical"' in by_suffix["Link"]
+    assert "agent-manifest" in by_suffix["Link"]
+
+    by_accept = client.get(article.get_absolute_url(), headers={"Accept": "text/markdown"})
+    assert by_accept.content == by_suffix.content
+    assert "Accept" in by_accept["Vary"]
+    index_form = client.get(f"/articles/{article.slug}/index.html.md")
+    assert index_form.content == by_suffix.content
+
+    html = client.get(article.get_absolute_url(), headers={"Accept": "text/html, text/markdown;q=0.5"})
+    assert html.content.decode().startswith("<!DOCTYPE html>")
+
+
+def test_markdown_version_conditional_get(client, articles):
+    first = client.get(f"/articles/{articles[0].slug}.md")
+    assert client.get(f"/articles/{articles[0].slug}.md", headers={"If-None-Match": first["ETag"]}).status_code == 304
+
+
+def test_markdown_of_unregistered_or_hidden_pages_falls_through(client, articles):
+    assert client.get("/articles/draft.md").status_code == 404
+    assert client.get("/page.md").status_code == 404
+    # Accept: text/markdown on a page that is not a registered object gets the page itself.
+    assert client.get("/page/", headers={"Accept": "text/markdown"}).content.decode().startswith("<!DOCTYPE html>")
+
+
+def test_saving_an_object_updates_its_markdown_and_llms_txt(client, articles, django_capture_on_commit_callbacks):
+    article = articles[0]
+    with django_capture_on_commit_callbacks(execute=True):
+        article.title = "Renamed note"
+        article.body = "A new body about gaiwans."
+        article.save()
+    assert "A new body about gaiwans." in client.get(f"/articles/{article.slug}.md").content.decode()
+    assert "[Renamed note]" in client.get("/llms.txt").content.decode()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        article.published = False
+        article.save()
+    assert client.get(f"/articles/{article.slug}.md").status_code == 404
+    assert "Renamed note" not in client.get("/llms.txt").content.decode()
+
+
+def test_content_signal_header_uses_per_model_overrides(client, articles, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        profile = SiteProfile.objects.create(name="S", ai_train=False, ai_input=True, search=True)
+        ContentSignalOverride.objects.create(
+            profile=profile,
+            content_type=ContentType.objects.get_for_model(Article),
+            ai_train=True,
+            search=False,
+        )
+    site_page = client.get("/page/")
+    assert site_page["Content-Signal"] == "search=yes, ai-input=yes, ai-train=no"
+    article_page = client.get(articles[0].get_absolute_url())
+    assert article_page["Content-Signal"] == "search=no, ai-input=yes, ai-train=yes"
+    markdown = client.get(f"/articles/{articles[0].slug}.md")
+    assert markdown["Content-Signal"] == "search=no, ai-input=yes, ai-train=yes"
+    # The manifest carries the site-wide signals.
+    assert client.get("/.well-known/agent.json").json()["content_signals"]["ai_train"] is False
+
+
+def test_robots_txt_is_served_only_when_enabled(client, django_capture_on_commit_callbacks):
+    assert client.get("/robots.txt").status_code == 404
+    with override_settings(AGENT_HANDSHAKE={"SERVE_ROBOTS_TXT": True, "ROBOTS_TXT_EXTRA": "Sitemap: /sitemap.xml"}):
+        text = client.get("/robots.txt").content.decode()
+        assert "User-agent: GPTBot\nDisallow: /" in text
+        assert "Content-Signal: search=yes, ai-input=yes, ai-train=no" in text
+        assert text.rstrip().endswith("Sitemap: /sitemap.xml")
+        assert "robots_txt" in client.get("/.well-known/agent.json").json()["links"]
+
+        with django_capture_on_commit_callbacks(execute=True):
+            SiteProfile.objects.create(name="S", ai_train=True)
+        text = client.get("/robots.txt").content.decode()
+        assert "GPTBot" not in text
+        assert "ai-train=yes" in text
+
+
+def test_documents_hold_the_content_type_payload(video):
+    document = Document.objects.get(content_type=ContentType.objects.get_for_model(Video), object_id=str(video.pk))
+    assert document.ahp_content_type == "media/video"
+    assert document.payload["stream_url"] == video.stream_url
+    assert document.payload["format"] == "hls"
+    assert document.payload["duration_seconds"] == 312
+    assert document.payload["chapters"][1] == {"title": "Whisking", "start_seconds": 95}
+    assert document.payload["subtitles"] == video.subtitles
