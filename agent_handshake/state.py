@@ -12,11 +12,14 @@ import datetime
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from django.core.cache import caches
 from django.core.signals import setting_changed
 from django.db.models import Count, Max
 from django.dispatch import receiver
+from django.utils.http import http_date
 
 from . import content_signals
 from .conf import SETTING_NAME, app_settings
@@ -38,6 +41,12 @@ class Snapshot:
     document_count: int = 0
     #: ``Content-Signal`` header values by model label, None for the site-wide one (built once, sent often).
     signal_headers: dict[str | None, str] = field(default_factory=dict)
+    #: ``last_modified`` as an HTTP date.
+    last_modified_http: str = ""
+
+    @property
+    def last_modified_timestamp(self) -> int:
+        return int(self.last_modified.timestamp())
 
     def signals_for(self, label: str | None) -> dict[str, bool]:
         if label is None:
@@ -77,6 +86,7 @@ def _build() -> Snapshot:
     return Snapshot(
         token=token,
         last_modified=last_modified.replace(microsecond=0),
+        last_modified_http=http_date(last_modified.timestamp()),
         name=profile.name or app_settings.SITE_NAME,
         description=profile.description or app_settings.SITE_DESCRIPTION,
         contact=profile.contact(),
@@ -106,10 +116,33 @@ def snapshot() -> Snapshot:
         return built
 
 
+# Rendered bodies this process has used lately, in front of the shared cache (no unpickling on the hot path).
+# Keys carry the state token, so a new state simply misses; the dict is emptied when it grows.
+_recent_bodies: dict[str, bytes] = {}
+_RECENT_LIMIT = 64
+
+
+def cached_body(key: str, render: Callable[[], str | bytes]) -> bytes:
+    """The body stored under ``key`` in this process or the shared cache, else ``render()``-ed and stored."""
+    body = _recent_bodies.get(key)
+    if body is None:
+        cache = caches[app_settings.CACHE_ALIAS]
+        body = cache.get(key)
+        if body is None:
+            rendered = render()
+            body = rendered.encode() if isinstance(rendered, str) else rendered
+            cache.set(key, body, app_settings.CACHE_TIMEOUT)
+        if len(_recent_bodies) >= _RECENT_LIMIT:
+            _recent_bodies.clear()
+        _recent_bodies[key] = body
+    return body
+
+
 def invalidate() -> None:
     """Forget the snapshot so the next request rebuilds it (called after a relevant save commits)."""
     global _current
     _current = None
+    _recent_bodies.clear()
 
 
 @receiver(setting_changed)

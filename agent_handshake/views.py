@@ -13,10 +13,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.cache import caches
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
-from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.cache import get_conditional_response
 from django.utils.http import http_date, quote_etag
 from django.views import View
 
@@ -36,16 +35,14 @@ def base_url(request: HttpRequest) -> str:
     return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
 
 
-def _cache_key(kind: str, snapshot: Snapshot, base: str) -> str:
-    return f"agent_handshake:{kind}:{snapshot.token}:{hashlib.md5(base.encode()).hexdigest()}"
-
-
-def _finish(response: HttpResponseBase, etag: str, last_modified: int) -> HttpResponseBase:
-    response.headers["ETag"] = etag
-    response.headers["Last-Modified"] = http_date(last_modified)
-    patch_cache_control(response, public=True, max_age=app_settings.HTTP_MAX_AGE)
-    patch_vary_headers(response, ["Accept"])
-    response.headers.setdefault("Access-Control-Allow-Origin", "*")
+def _finish(response: HttpResponseBase, etag: str, last_modified: str) -> HttpResponseBase:
+    """Validators and caching headers of a generated document (a fresh response, so plain assignments)."""
+    headers = response.headers
+    headers["ETag"] = etag
+    headers["Last-Modified"] = last_modified
+    headers["Cache-Control"] = f"public, max-age={app_settings.HTTP_MAX_AGE}"
+    headers["Vary"] = "Accept"
+    headers["Access-Control-Allow-Origin"] = "*"
     return response
 
 
@@ -73,24 +70,17 @@ class AgentDocumentView(View, abc.ABC):
     def respond(self, request: HttpRequest) -> HttpResponseBase:
         snapshot = state.snapshot()
         base = base_url(request)
-        etag = quote_etag(f"{self.kind}-{snapshot.token}-{hashlib.md5(base.encode()).hexdigest()[:8]}")
-        last_modified = int(snapshot.last_modified.timestamp())
-        response = get_conditional_response(request, etag=etag, last_modified=last_modified)
+        # The base URL is in the body (absolute links), so it is part of the validator and the cache key.
+        variant = f"{self.kind}-{snapshot.token}-{hashlib.md5(base.encode()).hexdigest()[:12]}"
+        etag = quote_etag(variant)
+        response = get_conditional_response(request, etag=etag, last_modified=snapshot.last_modified_timestamp)
         if response is None:
-            response = self.build_response(snapshot, base)
-        return _finish(response, etag, last_modified)
-
-    def build_response(self, snapshot: Snapshot, base: str) -> HttpResponseBase:
-        if not self.cache_body:
-            return StreamingHttpResponse(self.render(snapshot, base), content_type=self.content_type)
-        cache = caches[app_settings.CACHE_ALIAS]
-        key = _cache_key(self.kind, snapshot, base)
-        body = cache.get(key)
-        if body is None:
-            body = self.render(snapshot, base)
-            body = body.encode() if isinstance(body, str) else body
-            cache.set(key, body, app_settings.CACHE_TIMEOUT)
-        return HttpResponse(body, content_type=self.content_type)
+            if self.cache_body:
+                body = state.cached_body(f"agent_handshake:{variant}", lambda: self.render(snapshot, base))
+                response = HttpResponse(body, content_type=self.content_type)
+            else:
+                response = StreamingHttpResponse(self.render(snapshot, base), content_type=self.content_type)
+        return _finish(response, etag, snapshot.last_modified_http)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return method_not_allowed(request.method or "", ["GET", "HEAD"])
@@ -161,4 +151,4 @@ def markdown_response(request: HttpRequest, document: Document) -> HttpResponseB
     response.headers[content_signals.HEADER] = snapshot.signal_header(label)
     canonical = absolute_url(base_url(request), document.url)
     response.headers["Link"] = f'<{canonical}>; rel="canonical"; type="text/html"'
-    return _finish(response, etag, last_modified)
+    return _finish(response, etag, http_date(last_modified))

@@ -191,3 +191,55 @@ def load_generator() -> str:
     import shutil
 
     return "wrk" if shutil.which("wrk") else "Python http.client threads (install wrk for less client overhead)"
+
+
+PARAGRAPH = (
+    "Water just off the boil draws out the malty depth of an Assam, while a green tea wants 75 to 80 degrees "
+    "and a gentle pour. Weigh the leaf: two and a half grams for every 200 millilitres is a fair start. "
+)
+
+
+def seed_documents(count: int, batch: int = 5000) -> None:
+    """``count`` agent documents for the test app's Article model (what llms-full.txt streams), made fast with
+    bulk_create; any documents already there are replaced."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from agent_handshake import state
+    from agent_handshake.models import Document
+    from tests.testapp.models import Article
+
+    content_type = ContentType.objects.get_for_model(Article)
+    Document.objects.all().delete()
+    body = "## Brewing\n\n" + PARAGRAPH * 6 + "\n\n## Storing\n\n" + PARAGRAPH * 4
+    for start in range(0, count, batch):
+        Document.objects.bulk_create(
+            Document(
+                content_type=content_type,
+                object_id=str(n),
+                url=f"/articles/note-{n}/",
+                path=f"/articles/note-{n}/",
+                title=f"Brewing note {n}",
+                summary=f"What we learned from tasting number {n}.",
+                markdown=body,
+                schema_type="Article",
+                content_hash=f"{n:064d}",
+            )
+            for n in range(start, min(count, start + batch))
+        )
+    state.invalidate()
+
+
+def seed_articles(count: int) -> None:
+    """``count`` real Article rows, indexed through the app's own reindex code."""
+    from agent_handshake.indexing import reindex_model
+    from agent_handshake.models import Document
+    from agent_handshake.registry import content_registry
+    from tests.testapp.models import Article
+
+    Document.objects.all().delete()
+    Article.objects.all().delete()
+    Article.objects.bulk_create(
+        Article(title=f"Brewing note {n}", slug=f"note-{n}", summary=f"Tasting {n}.", body=PARAGRAPH * 8)
+        for n in range(count)
+    )
+    reindex_model(content_registry.get_config(Article))

@@ -56,6 +56,7 @@ DATABASES = {"default": database_config(ROOT, name="agent_handshake_tests")}
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tests"}}
 
 USE_TZ = True
+STATIC_URL = "/static/"
 TIME_ZONE = "UTC"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
