@@ -243,7 +243,10 @@ class AgentDiscoveryMiddleware:
         if not existing or "agent-manifest" not in existing:
             response.headers["Link"] = f"{existing}, {header}" if existing else header
         if app_settings.ACCEPT_HEADER_DISCOVERY or app_settings.MARKDOWN_VERSIONS:
-            patch_vary_headers(response, ["Accept"])
+            if "Vary" in response.headers:
+                patch_vary_headers(response, ["Accept"])
+            else:
+                response.headers["Vary"] = "Accept"
         if content_signals.HEADER not in response.headers:
             snapshot = state.snapshot()
             label = self._model_label(request, response) if snapshot.model_signals else None

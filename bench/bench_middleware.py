@@ -2,7 +2,8 @@
 
 Measured twice, each time in alternating rounds so machine noise falls on both variants alike:
 - over real HTTP: the project under gunicorn on 127.0.0.1, one server with the middleware and one without,
-  loaded by wrk (or a Python client when wrk is not installed);
+  loaded by wrk (or a Python client when wrk is not installed), and the latency of one client's sequential
+  requests (steadier on a shared 2-core machine, where wrk and the server compete for the cores);
 - in process: two Django WSGI handlers called directly, which leaves out the server and network and so
   shows the middleware's own cost at its largest.
 Target: at most 5 % slower with the middleware.
@@ -16,6 +17,7 @@ import argparse
 
 from common import (
     LiveServer,
+    http_latency_us,
     http_requests_per_second,
     interleaved,
     load_generator,
@@ -80,6 +82,23 @@ def main() -> None:
             },
             args.rounds,
         )
+        latencies = interleaved(
+            {
+                WITHOUT: lambda: http_latency_us(served_without.url + PATH, 1000),
+                WITH: lambda: http_latency_us(served_with.url + PATH, 1000),
+            },
+            args.rounds,
+        )
+    baseline = median(latencies[WITHOUT])
+    print_table(
+        f"Over HTTP, one client, sequential requests on a keep-alive connection, {args.rounds} rounds x 1000",
+        ["variant", "latency us (median)", "range", "vs baseline"],
+        [
+            [name, f"{median(v):,.0f}", f"{min(v):,.0f}-{max(v):,.0f}", f"{median(v) / baseline:.3f}"]
+            for name, v in latencies.items()
+        ],
+    )
+    print(f"added latency: {(median(latencies[WITH]) / baseline - 1) * 100:.1f} %")
     table(
         f"Over HTTP: gunicorn (1 worker, 2 threads), load by {load_generator()}, "
         f"{args.rounds} rounds x {args.seconds}s",

@@ -243,3 +243,21 @@ def seed_articles(count: int) -> None:
         for n in range(count)
     )
     reindex_model(content_registry.get_config(Article))
+
+
+def http_latency_us(url: str, requests: int) -> float:
+    """Median latency in microseconds of ``requests`` sequential GETs on one keep-alive connection."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    timings = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        conn.request("GET", target)
+        conn.getresponse().read()
+        timings.append(time.perf_counter() - started)
+    conn.close()
+    return statistics.median(timings) * 1e6
