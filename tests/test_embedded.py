@@ -28,3 +28,20 @@ def test_database_url_wins_over_the_embedded_server(tmp_path):
         6543,
     )
     assert not (tmp_path / ".pgdata").exists()
+
+
+def test_processes_that_died_are_forgotten(tmp_path):
+    """A killed process must not keep the embedded server running for good (see embedded.py)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from agent_handshake.embedded import _forget_dead_processes
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    handles = tmp_path / ".handle_pids.json"
+    handles.write_text(json.dumps([dead.pid, os.getpid()]))
+    _forget_dead_processes(tmp_path)
+    assert json.loads(handles.read_text()) == [os.getpid()]
