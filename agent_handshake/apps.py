@@ -13,6 +13,6 @@ class AgentHandshakeConfig(AppConfig):
         from .conf import app_settings
         from .signal_handlers import connect
 
-        register_builtin_capabilities()
         autodiscover_modules(app_settings.AUTODISCOVER_MODULE)
+        register_builtin_capabilities()
         connect()

@@ -1,30 +1,74 @@
-"""The capabilities the app itself provides, registered in the one capability registry at start-up."""
+"""The capabilities the app itself provides, registered in the one capability registry at start-up.
+
+- ``contact`` (MODE1): the site profile's contact details, once it has some;
+- ``site_info`` (MODE2): the profile and the pages whose config says ``site_info = True``;
+- ``content_search`` (MODE2): all registered content, as text or as a feed;
+- ``get_<model>`` (MODE2): one per registered model whose content type is richer than text (a video, a
+  product's data...), with ``accept_fallback`` so agents that only read text still get an answer.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import state
-from .registry import Capability, capability_registry
+from .ahp import concierge
+from .registry import Capability, capability_registry, content_registry
 
-CONTACT = "contact"
+PLAIN_TYPES = ("text/answer", "application/feed")
 
 
-def contact_data() -> dict[str, Any]:
-    """The ``application/data`` payload (Appendix C) of the ``contact`` capability."""
-    snapshot = state.snapshot()
-    return {"schema": "https://schema.org/ContactPoint", "data": {"name": snapshot.name, **snapshot.contact}}
+def _register(capability: Capability) -> None:
+    if capability_registry.get(capability.name) is None:
+        capability_registry.register(capability)
 
 
 def register_builtin_capabilities() -> None:
-    if capability_registry.get(CONTACT) is None:
-        capability_registry.register(
+    """Register the built-in capabilities; call after the ``agents`` modules are imported."""
+    _register(
+        Capability(
+            name="contact",
+            description="How to reach the site owner: email, phone, postal address, contact page.",
+            mode="MODE1",
+            response_types=["application/data", "text/answer"],
+            handler=concierge.contact,
+            available=lambda: bool(state.snapshot().contact),
+        )
+    )
+    configs = list(content_registry)
+    if not configs:
+        return
+    about = tuple(config.label for config in configs if config.site_info)
+    _register(
+        Capability(
+            name="site_info",
+            description="General information about this site, its owner and purpose.",
+            mode="MODE2",
+            response_types=["text/answer"],
+            models=about,
+            handler=concierge.site_info,
+        )
+    )
+    _register(
+        Capability(
+            name="content_search",
+            description="Find specific content, posts or pages by topic; answers with sources.",
+            mode="MODE2",
+            response_types=["text/answer", "application/feed"],
+            clarify=True,
+            handler=concierge.content_answer,
+        )
+    )
+    for config in configs:
+        if config.content_type in PLAIN_TYPES:
+            continue
+        meta = config.model._meta
+        _register(
             Capability(
-                name=CONTACT,
-                description="How to reach the site owner: email, phone, postal address, contact page.",
-                mode="MODE1",
-                response_types=["application/data"],
-                handler=contact_data,
-                available=lambda: bool(state.snapshot().contact),
+                name=config.capability_name or f"get_{meta.model_name}",
+                description=config.capability_description or f"Retrieve a {meta.verbose_name} by title, topic or ID.",
+                mode="MODE2",
+                response_types=[config.content_type, "text/answer"],
+                accept_fallback=True,
+                models=(config.label,),
+                handler=concierge.content_answer,
             )
         )

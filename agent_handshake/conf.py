@@ -77,6 +77,44 @@ DEFAULTS: dict[str, Any] = {
     ],
     # Absolute base URL ("https://example.com") for links in llms.txt and the manifest. Empty: the request's.
     "BASE_URL": "",
+    # Retrieval (MODE2). The embedding backend is a dotted path to an EmbeddingBackend subclass.
+    "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.MiniLMEmbeddings",
+    "EMBEDDING_OPTIONS": {},
+    # Vectors of this many recent texts are kept per process (unchanged passages and repeated questions).
+    "EMBEDDING_CACHE_SIZE": 20000,
+    # When a registered object is saved: "celery" (a task on commit), "sync" (in the request, on commit), "off".
+    "INDEX_ON_SAVE": "celery",
+    # PostgreSQL text search configuration of the full-text vectors and queries.
+    "SEARCH_CONFIG": "english",
+    # Passage size and overlap, in words.
+    "PASSAGE_WORDS": 160,
+    "PASSAGE_OVERLAP": 30,
+    # Candidates taken from each list before fusion, the RRF constant and the weight of each list.
+    "RETRIEVAL_CANDIDATES": 50,
+    "RRF_K": 60,
+    "VECTOR_WEIGHT": 1.0,
+    "TEXT_WEIGHT": 1.0,
+    # ts_rank normalisation flags (PostgreSQL docs, "Ranking Search Results"); 1 divides by 1 + log(length).
+    "TEXT_RANK_NORMALIZATION": 1,
+    # hnsw.ef_search for the vector candidates (at least the number of candidates).
+    "HNSW_EF_SEARCH": 64,
+    # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.
+    "MAX_REQUEST_BYTES": 8192,
+    "SESSION_IDLE_SECONDS": 600,
+    "SESSION_MAX_TURNS": 10,
+    # Answer length: the agent's context.max_tokens hint, DEFAULT_ANSWER_TOKENS without one, never above MAX.
+    "DEFAULT_ANSWER_TOKENS": 300,
+    "MAX_ANSWER_TOKENS": 1024,
+    # Dotted path to an AnswerBackend; empty: extractive answers. "agent_handshake.ahp.answers.OpenAIAnswerer"
+    # uses the openai client (OPENAI_BASE_URL, OPENAI_API_KEY); ANSWER_OPTIONS go to its constructor.
+    "ANSWER_BACKEND": "",
+    "ANSWER_OPTIONS": {},
+    # Identical questions (same capability, normalised query, type and filters) are answered from the cache.
+    "ANSWER_CACHE_TIMEOUT": 300,
+    # Requests per requesting_agent (on top of the per-IP "unauthenticated" limit in RATE_LIMITS).
+    "AGENT_RATE_LIMIT": "30/minute",
+    # LLM tokens one IP may spend per day (the per-session budget is RATE_LIMITS' token_budget).
+    "DAILY_TOKEN_BUDGET_PER_IP": 100000,
 }
 
 # Settings that hold dotted paths resolved with import_string.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,12 +13,14 @@ from urllib.parse import urlsplit
 from django.contrib.contenttypes.models import ContentType
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.db.models import Model
+from django.db.models import F, Model
 from django.utils import timezone
 
 from . import signals, state
 from .models import Document
 from .registry import ContentConfig, content_registry
+
+logger = logging.getLogger(__name__)
 
 
 def _as_datetime(value: Any) -> datetime.datetime | None:
@@ -117,6 +120,49 @@ def reindex_model(
     counts["deleted"] = len(stale)
     state.invalidate()
     return counts
+
+
+def sync_and_index(app_label: str, model_name: str, pk: Any) -> str:
+    """Bring one object's document and passages up to date (what a save queues). Returns the document status."""
+    from .retrieval.index import EmbeddingModelChanged, index_document
+
+    status = sync_object(app_label, model_name, pk)
+    if status != "deleted":
+        config = content_registry.get_config_by_label(f"{app_label}.{model_name}")
+        content_type = ContentType.objects.get_for_model(config.model)
+        document = (
+            Document.objects.select_related("content_type").filter(content_type=content_type, object_id=str(pk)).first()
+        )
+        if document is not None:
+            try:
+                index_document(document)
+            except EmbeddingModelChanged:
+                # Never mix vectors of two models; the document itself is current, its passages wait for a rebuild.
+                logger.exception("Passages of %s were not rebuilt", document)
+    return status
+
+
+def index_passages(config: ContentConfig, *, progress: Callable[[int, int], None] | None = None) -> int:
+    """Embed the documents of one model whose content changed since their passages were built."""
+    from .retrieval.index import index_documents
+
+    content_type = ContentType.objects.get_for_model(config.model)
+    stale = (
+        Document.objects.select_related("content_type")
+        .filter(content_type=content_type)
+        .exclude(indexed_hash=F("content_hash"))
+        .order_by("pk")
+    )
+    total = stale.count()
+    done = 0
+
+    def advance(count: int) -> None:
+        nonlocal done
+        done += count
+        if progress:
+            progress(done, total)
+
+    return index_documents(stale.iterator(chunk_size=200), progress=advance)
 
 
 def configs_for(labels: Iterable[str] | None) -> list[ContentConfig]:

@@ -3,9 +3,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from pgvector.django import VectorField
 
 from .conf import app_settings
 
@@ -131,6 +134,8 @@ class Document(models.Model):
     ahp_content_type = models.CharField(max_length=100, default="text/answer")
     payload = models.JSONField(default=dict, blank=True)
     content_hash = models.CharField(max_length=64)
+    #: The content hash its passages were built from; equal to content_hash once the passages are current.
+    indexed_hash = models.CharField(max_length=64, blank=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
     class Meta:
@@ -143,3 +148,84 @@ class Document(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class Passage(models.Model):
+    """A piece of a document's markdown, with its embedding and full-text vector: the unit of retrieval.
+
+    The filter columns (model, content type, date) are copied from the document so that both the vector and
+    the full-text candidate queries filter without a join.
+    """
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="passages")
+    position = models.PositiveIntegerField()
+    heading = models.CharField(max_length=500, blank=True)
+    text = models.TextField()
+    title = models.CharField(max_length=500)
+    model_label = models.CharField(max_length=100)
+    ahp_content_type = models.CharField(max_length=100)
+    published_at = models.DateTimeField(null=True, blank=True)
+    # The dimension belongs to the embedding model in use (see EmbeddingIndex); its HNSW index is created for it.
+    embedding = VectorField(null=True)
+    search_vector = SearchVectorField(null=True)
+
+    class Meta:
+        verbose_name = _("passage")
+        verbose_name_plural = _("passages")
+        ordering = ["document", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "position"], name="agent_handshake_passage_position"),
+        ]
+        indexes = [
+            GinIndex(fields=["search_vector"], name="agent_passage_search_vector"),
+            models.Index(fields=["model_label", "published_at"], name="agent_passage_filters"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.title} #{self.position}"
+
+
+class EmbeddingIndex(models.Model):
+    """The one embedding model whose vectors the passages hold. A different configured model is refused until
+    ``manage.py agent_reindex --rebuild`` re-embeds everything, so vectors of two models are never mixed."""
+
+    model_id = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = _("embedding index")
+        verbose_name_plural = _("embedding index")
+
+    def __str__(self) -> str:
+        return f"{self.model_id} ({self.dimensions} dimensions)"
+
+
+def _session_id() -> str:
+    import secrets
+
+    return secrets.token_urlsafe(18)
+
+
+class ConverseSession(models.Model):
+    """A multi-turn exchange with one visiting agent (AHP §6.5)."""
+
+    id = models.CharField(primary_key=True, max_length=64, default=_session_id, editable=False)
+    capability = models.CharField(max_length=64)
+    requesting_agent = models.CharField(max_length=128, blank=True)
+    client_ip = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_active_at = models.DateTimeField(db_index=True)
+    #: [{"query", "standalone_query", "answer", "sources": [{"title", "url"}], "tokens"}, ...]
+    turns = models.JSONField(default=list, blank=True)
+    tokens_used = models.PositiveIntegerField(default=0)
+    #: The question and options of a clarification the agent has not answered yet.
+    pending_clarification = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("converse session")
+        verbose_name_plural = _("converse sessions")
+        ordering = ["-last_active_at"]
+
+    def __str__(self) -> str:
+        return self.id

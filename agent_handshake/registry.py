@@ -60,6 +60,13 @@ class ContentConfig:
     section_description: str = ""
     #: Position of the section in llms.txt; lower comes first.
     order: int = 100
+    #: Whether these objects describe the site itself (about, contact, policies): the ``site_info`` capability
+    #: answers from them.
+    site_info: bool = False
+    #: Name and description of the model's own MODE2 capability, offered when its content type is richer than
+    #: text (default ``get_<model_name>``).
+    capability_name: str | None = None
+    capability_description: str | None = None
 
     def __init__(self, model: type[Model]) -> None:
         self.model = model
@@ -199,6 +206,10 @@ class Capability:
     scope: str | None = None
     #: Its own rate limit in "N/period" form; None to use the mode's default.
     rate_limit: str | None = None
+    #: Registered model labels ("blog.post") a content capability retrieves from; empty for all of them.
+    models: tuple[str, ...] = ()
+    #: Whether the concierge may answer an ambiguous query with a clarification question (§6.3).
+    clarify: bool = False
     handler: Callable[..., Any] | None = field(default=None, repr=False)
     available: Callable[[], bool] | None = field(default=None, repr=False)
 

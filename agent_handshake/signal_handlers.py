@@ -14,18 +14,28 @@ from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from . import state
+from .conf import app_settings
 from .registry import content_registry
 
 
 def _sync_on_commit(instance: Model) -> None:
+    """Queue the object's re-indexing for when the transaction commits (``INDEX_ON_SAVE``)."""
+    mode = app_settings.INDEX_ON_SAVE
     meta = instance._meta
-    transaction.on_commit(partial(_sync_and_invalidate, meta.app_label, meta.model_name, instance.pk))
+    # Strings, not the instance: the task may run in another process, after the row changed again.
+    args = (meta.app_label, meta.model_name, str(instance.pk))
+    if mode == "celery":
+        from .tasks import index_object
+
+        transaction.on_commit(partial(index_object.delay, *args))
+    elif mode == "sync":
+        transaction.on_commit(partial(_index_now, *args))
 
 
-def _sync_and_invalidate(app_label: str, model_name: str, pk: Any) -> None:
-    from .indexing import sync_object
+def _index_now(app_label: str, model_name: str, pk: str) -> None:
+    from .indexing import sync_and_index
 
-    sync_object(app_label, model_name, pk)
+    sync_and_index(app_label, model_name, pk)
     state.invalidate()
 
 

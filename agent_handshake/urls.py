@@ -8,12 +8,14 @@ Every path the app serves, in one place:
 ``/llms-full.txt``                      every registered object's markdown (``agent_handshake:llms_full_txt``)
 ``/robots.txt``                         robots.txt with content signals, if ``SERVE_ROBOTS_TXT``
 ``<object url>.md``                     an object's markdown version (served by the middleware)
+``POST /agent/converse``                AHP MODE2/MODE3 questions and capabilities (``agent_handshake:converse``)
 ======================================  =========================================================
 """
 
 from django.urls import path
 
 from . import views
+from .ahp.converse import ConverseView
 
 app_name = "agent_handshake"
 
@@ -22,4 +24,5 @@ urlpatterns = [
     path("llms.txt", views.LlmsTxtView.as_view(), name="llms_txt"),
     path("llms-full.txt", views.LlmsFullTxtView.as_view(), name="llms_full_txt"),
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
+    path("agent/converse", ConverseView.as_view(), name="converse"),
 ]

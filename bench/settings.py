@@ -6,7 +6,8 @@ from agent_handshake.embedded import database_config
 from tests.settings import *  # noqa: F403
 from tests.settings import ROOT
 
-DATABASES = {"default": database_config(ROOT, name="agent_handshake_bench")}
+DATABASES = {"default": database_config(ROOT, name=os.environ.get("BENCH_DATABASE", "agent_handshake_bench"))}
+INSTALLED_APPS = [*INSTALLED_APPS, "bench.beirapp"]  # noqa: F405
 ROOT_URLCONF = "bench.urls"
 DEBUG = False
 

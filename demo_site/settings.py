@@ -83,3 +83,22 @@ AGENT_HANDSHAKE = {
     "a shop of loose-leaf teas and teaware.",
     "SERVE_ROBOTS_TXT": True,
 }
+
+# Celery. With no CELERY_BROKER_URL the broker is kombu's filesystem transport in .queue/ (no service to run;
+# one machine only). Production: CELERY_BROKER_URL=redis://... or amqp://... (see the README).
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem"):
+    QUEUE_DIR = Path(os.environ.get("AGENT_HANDSHAKE_QUEUE_DIR", BASE_DIR / ".queue"))
+    QUEUE_DIR.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(QUEUE_DIR),
+        "data_folder_out": str(QUEUE_DIR),
+        "polling_interval": 0.1,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "agent-handshake-cleanup-sessions": {"task": "agent_handshake.cleanup_sessions", "schedule": 300.0},
+}

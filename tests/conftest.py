@@ -50,3 +50,39 @@ def publish(django_capture_on_commit_callbacks):
             return model.objects.create(**fields)
 
     return create
+
+
+@pytest.fixture(scope="module")
+def demo_content(django_db_setup, django_db_blocker):
+    """The demo site's content, loaded and indexed (documents and passages) once for a test module.
+
+    It is written outside the per-test transactions, so the module's tests share it, and deleted afterwards so
+    other modules see the empty database they expect.
+    """
+    from django.core.management import call_command
+
+    from agent_handshake.models import Document
+    from demo_site.blog.models import Author, Post, Tag
+    from demo_site.pages.models import Page
+    from demo_site.shop.models import Order, Product
+    from demo_site.videos.models import Video
+
+    with django_db_blocker.unblock():
+        call_command("loaddata", "demo", verbosity=0)
+        call_command("agent_reindex", verbosity=0)
+    state.invalidate()
+    yield
+    with django_db_blocker.unblock():
+        for model in (Document, Order, Product, Video, Page, Post, Tag, Author):
+            model.objects.all().delete()
+    state.invalidate()
+
+
+@pytest.fixture
+def fake_openai():
+    """An OpenAI-compatible server on 127.0.0.1 that records requests (see tests/fake_openai.py)."""
+    from tests.fake_openai import FakeOpenAI
+
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()

@@ -1,5 +1,6 @@
 """Settings for the test suite: the demo site's apps plus a small test app, on the embedded PostgreSQL."""
 
+import os
 from pathlib import Path
 
 from agent_handshake.embedded import database_config
@@ -8,6 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = "tests-not-secret"
 DEBUG = False
+
 ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1", "agents.example"]
 
 INSTALLED_APPS = [
@@ -51,7 +53,8 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": database_config(ROOT, name="agent_handshake_tests")}
+# Worker processes started by the tests are pointed at the test database with AGENT_HANDSHAKE_DB_NAME.
+DATABASES = {"default": database_config(ROOT, name=os.environ.get("AGENT_HANDSHAKE_DB_NAME", "agent_handshake_tests"))}
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tests"}}
 
@@ -64,4 +67,24 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 AGENT_HANDSHAKE = {
     "SITE_NAME": "Test Site",
     "SITE_DESCRIPTION": "A site the test suite builds.",
+    # Index in the request, on commit: most tests need no worker. tests/test_celery.py runs a real one.
+    "INDEX_ON_SAVE": "sync",
 }
+
+# Celery: the demo's app (demo_site/celery.py) on a filesystem broker in a folder of this test run. Saves in
+# tests that switch INDEX_ON_SAVE back to "celery" only queue files; tests/test_celery.py starts real workers.
+import tempfile  # noqa: E402
+
+CELERY_BROKER_URL = os.environ.get("AGENT_HANDSHAKE_TEST_BROKER", "filesystem://")
+QUEUE_DIR = Path(os.environ.get("AGENT_HANDSHAKE_QUEUE_DIR") or tempfile.mkdtemp(prefix="agent-handshake-queue-"))
+if CELERY_BROKER_URL.startswith("filesystem"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(QUEUE_DIR),
+        "data_folder_out": str(QUEUE_DIR),
+        "polling_interval": 0.05,
+    }
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("AGENT_HANDSHAKE_TEST_QUEUE", "agent-handshake-tests")
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

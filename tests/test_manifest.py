@@ -34,8 +34,15 @@ def test_manifest_validates_against_the_published_schema(client, ahp_schemas):
     assert response["Content-Type"] == "application/json"
     jsonschema.Draft7Validator(ahp_schemas["manifest"]).validate(manifest)
     assert manifest["ahp"] == "0.1"
-    assert manifest["modes"] == ["MODE1"]
-    assert manifest["endpoints"]["content"] == "/llms.txt"
+    # Registered content makes the site MODE2: site_info, content_search and one get_<model> per rich type.
+    assert manifest["modes"] == ["MODE1", "MODE2"]
+    assert manifest["endpoints"] == {"content": "/llms.txt", "converse": "/agent/converse"}
+    names = [capability["name"] for capability in manifest["capabilities"]]
+    assert names.index("site_info") < names.index("content_search")
+    assert {"get_video", "get_product"} <= set(names)
+    video = next(c for c in manifest["capabilities"] if c["name"] == "get_video")
+    assert video["response_types"] == ["media/video", "text/answer"]
+    assert video["accept_fallback"] is True
 
 
 def test_manifest_is_built_from_profile_signals_and_settings(client):
@@ -78,16 +85,16 @@ def test_contact_capability_is_offered_once_the_profile_has_contact_details(
     client, ahp_schemas, django_capture_on_commit_callbacks
 ):
     _, manifest = get_manifest(client)
-    assert manifest["capabilities"] == []
+    assert "contact" not in [c["name"] for c in manifest["capabilities"]]
     with django_capture_on_commit_callbacks(execute=True):
         make_profile(contact_email="desk@example.com")
     _, manifest = get_manifest(client)
-    assert [c["name"] for c in manifest["capabilities"]] == ["contact"]
-    assert manifest["capabilities"][0] == {
+    contact = next(c for c in manifest["capabilities"] if c["name"] == "contact")
+    assert contact == {
         "name": "contact",
-        "description": manifest["capabilities"][0]["description"],
+        "description": contact["description"],
         "mode": "MODE1",
-        "response_types": ["application/data"],
+        "response_types": ["application/data", "text/answer"],
     }
     jsonschema.Draft7Validator(ahp_schemas["manifest"]).validate(manifest)
 

@@ -12,3 +12,4 @@ class PageContent(agent_handshake.ContentConfig):
     section = "About the shop"
     section_description = "Who we are, how to reach us, shipping, returns and the tasting room."
     order = 5
+    site_info = True

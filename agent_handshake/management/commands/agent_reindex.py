@@ -5,8 +5,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...indexing import configs_for, reindex_model
+from ...indexing import configs_for, index_passages, reindex_model
 from ...registry import NotRegistered
+from ...retrieval.embeddings import EmbeddingUnavailable
+from ...retrieval.index import EmbeddingModelChanged, reset_index
 
 
 class Command(BaseCommand):
@@ -24,6 +26,14 @@ class Command(BaseCommand):
             help="Only this registered model (repeatable). Default: all of them.",
         )
         parser.add_argument("--batch-size", type=int, default=500)
+        parser.add_argument(
+            "--rebuild",
+            action="store_true",
+            help="Drop every passage and embed all documents again (needed after changing the embedding model).",
+        )
+        parser.add_argument(
+            "--no-passages", action="store_true", help="Only the documents (MODE1), not the passages (MODE2)."
+        )
 
     def handle(self, *args: Any, models: list[str] | None = None, batch_size: int = 500, **options: Any) -> None:
         try:
@@ -33,11 +43,24 @@ class Command(BaseCommand):
         if not configs:
             self.stdout.write("No models are registered with agent_handshake.")
             return
+        if options["rebuild"]:
+            reset_index()
+            self.stdout.write("Dropped every passage and the embedding index; embedding all documents again.")
+        verbose = options["verbosity"] >= 1
         for config in configs:
             started = time.monotonic()
-            progress = self._progress_bar(config.label) if options["verbosity"] >= 1 else None
-            counts = reindex_model(config, batch_size=batch_size, progress=progress)
+            counts = reindex_model(
+                config, batch_size=batch_size, progress=self._progress_bar(config.label) if verbose else None
+            )
             summary = ", ".join(f"{count} {state}" for state, count in counts.items())
+            if not options["no_passages"]:
+                try:
+                    embedded = index_passages(
+                        config, progress=self._progress_bar(f"{config.label} passages") if verbose else None
+                    )
+                except (EmbeddingModelChanged, EmbeddingUnavailable) as exc:
+                    raise CommandError(str(exc)) from exc
+                summary += f"; {embedded} embedded"
             self.stdout.write(self.style.SUCCESS(f"{config.label}: {summary} ({time.monotonic() - started:.1f}s)"))
 
     def _progress_bar(self, label: str):

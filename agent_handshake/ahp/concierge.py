@@ -1,0 +1,260 @@
+"""The MODE2 concierge: what a capability answers, from the site's content.
+
+A capability's handler receives a :class:`ConverseContext` (the standalone query, the negotiated content type,
+filters, the token limit) and returns a :class:`Reply` or a :class:`Clarification`. The handlers here serve
+``site_info``, ``content_search`` and the per-model ``get_<model>`` capabilities through one retrieval path.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import state
+from ..conf import app_settings
+from ..models import Document
+from ..registry import Capability, content_registry
+from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
+from .answers import Evidence, GeneratedAnswer, get_answer_backend, terms
+
+SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
+
+
+@dataclass
+class ConverseContext:
+    capability: Capability
+    query: str  # standalone (follow-ups rewritten)
+    original_query: str
+    content_type: str
+    fallback_from: str | None
+    max_tokens: int
+    filters: Filters = field(default_factory=Filters)
+    #: True when the agent already answered a clarification (no second one is asked).
+    clarified: bool = False
+
+
+@dataclass
+class Reply:
+    answer: str
+    content_type: str
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    suggested_queries: list[str] = field(default_factory=list)
+    payload: dict[str, Any] | None = None
+    tokens_used: int = 0
+    content_signals: dict[str, bool] = field(default_factory=dict)
+    guardrail: str | None = None
+
+    def response(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"content_type": self.content_type, "answer": self.answer}
+        if self.payload is not None:
+            body["payload"] = self.payload
+        body["sources"] = self.sources
+        body["follow_up"] = {"suggested_queries": self.suggested_queries}
+        return body
+
+
+@dataclass
+class Clarification:
+    question: str
+    options: list[str] | None
+    free_form: bool = True
+    #: option -> registered model labels it narrows the search to (empty: everything).
+    scopes: dict[str, list[str]] = field(default_factory=dict)
+
+
+QUESTION_WORDS = re.compile(
+    r"^\s*(who|what|when|where|why|how|which|is|are|can|do|does|should|tell|show|find|list)\b", re.I
+)
+
+
+def is_bare_topic(query: str) -> bool:
+    """ "matcha", "oolong tea": a topic, not a question."""
+    return len(terms(query)) <= 2 and "?" not in query and not QUESTION_WORDS.match(query)
+
+
+def max_answer_tokens(requested: int | None) -> int:
+    """The agent's ``max_tokens`` hint, never above the site's hard ceiling."""
+    return max(16, min(requested or app_settings.DEFAULT_ANSWER_TOKENS, app_settings.MAX_ANSWER_TOKENS))
+
+
+def combined_signals(labels: list[str]) -> dict[str, bool]:
+    """The content signals that hold for every model in ``labels`` (the strictest of them)."""
+    snapshot = state.snapshot()
+    if not labels:
+        return dict(snapshot.site_signals)
+    per_model = [snapshot.signals_for(label) for label in labels]
+    return {
+        name: (any if name == "attribution_required" else all)(signals[name] for signals in per_model)
+        for name in SIGNAL_NAMES
+    }
+
+
+def _iso(moment: datetime.datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _relevance(rank: int, hit: DocumentHit, top: float, cited: bool) -> str:
+    if rank == 0 or cited:
+        return "direct"
+    return "indirect" if hit.score >= 0.6 * top else "background"
+
+
+class ContentConcierge:
+    """Answers a capability from the registered content, in the negotiated content type."""
+
+    sources_limit = 5
+
+    def __init__(self, retriever: HybridRetriever | None = None) -> None:
+        self.retriever = retriever or HybridRetriever()
+
+    def scope(self, ctx: ConverseContext) -> Filters:
+        models = list(ctx.filters.models or ctx.capability.models)
+        return Filters(
+            models=models,
+            content_types=ctx.filters.content_types,
+            published_after=ctx.filters.published_after,
+            published_before=ctx.filters.published_before,
+        )
+
+    def handle(self, ctx: ConverseContext) -> Reply | Clarification:
+        hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=self.scope(ctx))
+        if ctx.capability.clarify and not ctx.clarified and not ctx.filters and ctx.content_type == "text/answer":
+            clarification = self.clarification(ctx, hits)
+            if clarification:
+                return clarification
+        return self.reply(ctx, hits)
+
+    def clarification(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Clarification | None:
+        """Ask which kind of content is meant when a bare topic's best results are split across kinds.
+
+        The rule: the query is a bare topic (at most two content words, not phrased as a question), the top
+        four documents come from at least three different registered models, and the best document of the
+        second model scores at least 85 % of the best overall (fused scores are close). A question, a list
+        (``application/feed``) or a filtered search is answered directly.
+        """
+        if not is_bare_topic(ctx.query) or len(hits) < 3:
+            return None
+        labels: list[str] = []
+        best: dict[str, float] = {}
+        for hit in hits[:4]:
+            if hit.model_label not in best:
+                labels.append(hit.model_label)
+                best[hit.model_label] = hit.score
+        if len(labels) < 3 or best[labels[1]] < 0.85 * best[labels[0]]:
+            return None
+        sections = {label: content_registry.get_config_by_label(label).get_section() for label in labels}
+        options = [section.lower() for section in sections.values()] + ["everything"]
+        return Clarification(
+            question=f"“{ctx.original_query}” matches several kinds of content. Which do you mean: "
+            + ", ".join(sections.values())
+            + ", or everything?",
+            options=options,
+            free_form=True,
+            scopes={section.lower(): [label] for label, section in sections.items()} | {"everything": []},
+        )
+
+    def reply(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Reply:
+        snapshot = state.snapshot()
+        evidence = [
+            Evidence(number, hit.title, hit.url, passage.passage.heading, passage.passage.text)
+            for number, hit in enumerate(hits, start=1)
+            for passage in hit.passages[:2]
+        ]
+        generated: GeneratedAnswer = get_answer_backend().answer(ctx.query, evidence, ctx.max_tokens, snapshot.name)
+        top = hits[0].score if hits else 0.0
+        sources = [
+            {"title": hit.title, "url": hit.url, "relevance": _relevance(rank, hit, top, rank + 1 in generated.cited)}
+            for rank, hit in enumerate(hits)
+        ]
+        payload = self.payload(ctx, hits)
+        answer = generated.text
+        if ctx.fallback_from and hits:
+            answer = self.describe(hits[0], ctx.fallback_from) + " " + answer
+        return Reply(
+            answer=answer,
+            content_type=ctx.content_type,
+            sources=sources,
+            suggested_queries=self.suggestions(ctx, hits),
+            payload=payload,
+            tokens_used=generated.tokens_used,
+            content_signals=combined_signals(sorted({hit.model_label for hit in hits})),
+            guardrail=generated.guardrail,
+        )
+
+    def payload(self, ctx: ConverseContext, hits: list[DocumentHit]) -> dict[str, Any] | None:
+        if ctx.content_type == "text/answer" or not hits:
+            return {"total": 0, "items": [], "next_cursor": None} if ctx.content_type == "application/feed" else None
+        documents = Document.objects.in_bulk([hit.document_id for hit in hits])
+        if ctx.content_type == "application/feed":
+            items = []
+            for hit in hits:
+                document = documents[hit.document_id]
+                items.append(
+                    {
+                        "title": document.title,
+                        "url": document.url,
+                        "description": document.summary,
+                        "published_at": _iso(document.published_at),
+                        "thumbnail_url": document.payload.get("thumbnail_url"),
+                        "metadata": {"content_type": document.ahp_content_type, "schema_type": document.schema_type},
+                    }
+                )
+            return {"total": len(items), "items": items, "next_cursor": None}
+        for hit in hits:  # the best document of the negotiated type
+            document = documents[hit.document_id]
+            if document.ahp_content_type == ctx.content_type:
+                payload = dict(document.payload)
+                if ctx.content_type.startswith("media/video") or ctx.content_type.startswith("media/audio"):
+                    payload.setdefault("title", document.title)
+                    payload.setdefault("description", document.summary or None)
+                    payload.setdefault("published_at", _iso(document.published_at))
+                return payload
+        return None
+
+    @staticmethod
+    def describe(hit: DocumentHit, content_type: str) -> str:
+        kind = content_type.split("/", 1)[1].replace("-", " ")
+        return f"The {kind} “{hit.title}” is at {hit.url}."
+
+    @staticmethod
+    def suggestions(ctx: ConverseContext, hits: list[DocumentHit]) -> list[str]:
+        suggestions = []
+        for hit in hits[1:3]:
+            suggestions.append(f"Tell me more about “{hit.title}”")
+        if hits:
+            headings = [p.passage.heading for p in hits[0].passages if p.passage.heading]
+            for heading in headings[:1]:
+                suggestions.append(f"{heading.split(' > ')[-1]} in “{hits[0].title}”")
+        return suggestions
+
+
+def site_info(ctx: ConverseContext) -> Reply | Clarification:
+    """The site profile, plus what the pages marked ``site_info`` say."""
+    reply = ContentConcierge().handle(ctx)
+    if isinstance(reply, Reply):
+        snapshot = state.snapshot()
+        intro = f"{snapshot.name}: {snapshot.description}".strip(": ") if snapshot.name else ""
+        if intro and intro not in reply.answer:
+            reply.answer = f"{intro}\n\n{reply.answer}"
+    return reply
+
+
+def content_answer(ctx: ConverseContext) -> Reply | Clarification:
+    return ContentConcierge().handle(ctx)
+
+
+def contact(ctx: ConverseContext) -> Reply:
+    """The ``contact`` capability: the profile's contact details as application/data."""
+    snapshot = state.snapshot()
+    data = {"name": snapshot.name, **snapshot.contact}
+    lines = [f"{key}: {value}" for key, value in snapshot.contact.items()]
+    return Reply(
+        answer=f"You can reach {snapshot.name or 'the site owner'} by " + "; ".join(lines) + ".",
+        content_type=ctx.content_type,
+        payload={"schema": "https://schema.org/ContactPoint", "data": data}
+        if ctx.content_type == "application/data"
+        else None,
+        content_signals=dict(snapshot.site_signals),
+    )

@@ -1,0 +1,341 @@
+"""``POST /agent/converse`` (AHP §6): the conversational endpoint.
+
+The order of work: count the request (per IP, then per ``requesting_agent``), refuse oversize bodies, parse
+and validate, find the capability, negotiate the content type, then — in one transaction, with the session row
+locked — continue or start the session, resolve a pending clarification, rewrite a follow-up into a standalone
+query, check the token budgets, answer (from the answer cache when the same question was just answered), and
+record the turn. Every response, errors included, is AHP JSON with the four ``X-RateLimit-*`` headers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from typing import Any
+
+from django.core.cache import caches
+from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from .. import content_signals, state
+from ..conf import app_settings
+from ..models import ConverseSession
+from ..registry import Capability, capability_registry, content_registry
+from ..retrieval.embeddings import EmbeddingUnavailable
+from ..retrieval.hybrid import Filters
+from ..retrieval.index import EmbeddingModelChanged
+from . import ratelimit
+from .answers import get_answer_backend
+from .concierge import Clarification, ConverseContext, Reply, max_answer_tokens
+from .errors import error_response, method_not_allowed
+from .negotiation import UnsupportedType, negotiate
+from .request import ConverseRequest, RequestError, parse_request
+from .sessions import SessionError, load_session, new_session, standalone_query
+
+logger = logging.getLogger(__name__)
+
+
+def converse_capabilities() -> list[Capability]:
+    """Capabilities this endpoint answers: those with a handler, currently available."""
+    return [capability for capability in capability_registry.available() if capability.handler is not None]
+
+
+def _normalise(query: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", query.lower()).split())
+
+
+class Rejected(Exception):
+    """A request refused with an AHP error (raised inside the transaction so nothing is recorded)."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def rate_limited(usage: ratelimit.Usage, message: str) -> JsonResponse:
+    return error_response(429, "rate_limited", message, scope=usage.scope, retry_after=usage.retry_after)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class ConverseView(View):
+    http_method_names = ["post", "options"]
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        self.usages = [
+            ratelimit.count_request(
+                request,
+                "ip",
+                ratelimit.client_ip(request),
+                app_settings.RATE_LIMITS.get("unauthenticated", {}).get("requests", "30/minute"),
+            )
+        ]
+        try:
+            response = super().dispatch(request, *args, **kwargs)
+        except Exception:
+            logger.exception("The concierge failed on %s", request.path)
+            response = error_response(500, "concierge_error", "The concierge failed; the error was logged.")
+        return ratelimit.add_headers(response, ratelimit.most_constrained(self.usages))
+
+    def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return method_not_allowed(request.method or "", ["POST"])
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if self.usages[0].exceeded:
+            return rate_limited(self.usages[0], "Rate limit exceeded for this IP address.")
+        limit = app_settings.MAX_REQUEST_BYTES
+        too_large = error_response(413, "request_too_large", f"The request body is over the {limit}-byte cap.")
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > limit:
+            return too_large
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            return too_large
+        if len(body) > limit:
+            return too_large
+        try:
+            converse_request = parse_request(body)
+        except RequestError as exc:
+            return error_response(400, exc.code, exc.message, **exc.extra)
+        if converse_request.requesting_agent:
+            agent = ratelimit.count_request(
+                request, "agent", converse_request.requesting_agent, app_settings.AGENT_RATE_LIMIT
+            )
+            self.usages.append(agent)
+            if agent.exceeded:
+                return rate_limited(agent, "Rate limit exceeded for this agent identity.")
+        capabilities = converse_capabilities()
+        capability = next((c for c in capabilities if c.name == converse_request.capability), None)
+        if capability is None:
+            return error_response(
+                400,
+                "unknown_capability",
+                f"The capability {converse_request.capability!r} is not supported.",
+                available_capabilities=[c.name for c in capabilities],
+            )
+        try:
+            negotiated = negotiate(capability, converse_request.accept_types)
+        except UnsupportedType as exc:
+            return error_response(
+                400,
+                "unsupported_type",
+                f"{capability.name} cannot return any of {converse_request.accept_types}.",
+                available_types=exc.available,
+            )
+        try:
+            with transaction.atomic():
+                return self.converse(
+                    request, converse_request, capability, negotiated.content_type, negotiated.fallback_from
+                )
+        except Rejected as rejected:
+            return rejected.response
+        except (EmbeddingUnavailable, EmbeddingModelChanged) as exc:
+            logger.exception("Retrieval is unavailable")
+            return error_response(503, "unavailable", f"Search is unavailable right now: {exc}")
+
+    def converse(
+        self,
+        request: HttpRequest,
+        converse_request: ConverseRequest,
+        capability: Capability,
+        content_type: str,
+        fallback_from: str | None,
+    ) -> HttpResponse:
+        ip = ratelimit.client_ip(request)
+        if converse_request.session_id:
+            try:
+                session = load_session(converse_request.session_id, capability.name)
+            except SessionError as exc:
+                raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
+        else:
+            session = new_session(capability.name, converse_request.requesting_agent, ip)
+        if len(session.turns) >= app_settings.SESSION_MAX_TURNS:
+            raise Rejected(
+                error_response(
+                    429,
+                    "rate_limited",
+                    f"This session has had its {app_settings.SESSION_MAX_TURNS} turns; start a new session.",
+                    scope="session",
+                    retry_after=None,
+                )
+            )
+
+        query = converse_request.query
+        filters = self.filters(converse_request)
+        clarified = False
+        pending = session.pending_clarification
+        if converse_request.clarification and pending:
+            choice = converse_request.clarification.strip().lower()
+            clarified = True
+            query = pending.get("query") or query
+            if choice in pending.get("scopes", {}):
+                filters = Filters(
+                    models=pending["scopes"][choice],
+                    content_types=filters.content_types,
+                    published_after=filters.published_after,
+                    published_before=filters.published_before,
+                )
+            else:
+                query = f"{query} {converse_request.clarification}"
+        elif converse_request.clarification:
+            query = f"{query} {converse_request.clarification}"
+            clarified = True
+        standalone = standalone_query(query, session.turns) if not clarified else query
+
+        self.check_budgets(session, ip)
+        context = ConverseContext(
+            capability=capability,
+            query=standalone,
+            original_query=converse_request.query,
+            content_type=content_type,
+            fallback_from=fallback_from,
+            max_tokens=max_answer_tokens(converse_request.max_tokens),
+            filters=filters,
+            clarified=clarified,
+        )
+        cache_key = self.cache_key(context) if standalone == converse_request.query and not clarified else None
+        cached = caches[app_settings.CACHE_ALIAS].get(cache_key) if cache_key else None
+        if cached is not None:
+            reply, from_cache = Reply(**cached), True
+            reply.tokens_used = 0
+        else:
+            result = capability.handler(context)
+            if isinstance(result, Clarification):
+                return self.clarify(session, result, query)
+            reply, from_cache = result, False
+            if cache_key and app_settings.ANSWER_CACHE_TIMEOUT != 0:
+                caches[app_settings.CACHE_ALIAS].set(cache_key, reply.__dict__, app_settings.ANSWER_CACHE_TIMEOUT)
+
+        session.pending_clarification = None
+        session.turns = [
+            *session.turns,
+            {
+                "query": converse_request.query,
+                "standalone_query": standalone,
+                "answer": reply.answer[:1000],
+                "sources": [{"title": s["title"], "url": s["url"]} for s in reply.sources],
+                "tokens": reply.tokens_used,
+            },
+        ]
+        session.tokens_used += reply.tokens_used
+        session.last_active_at = timezone.now()
+        session.save()
+        ratelimit.add_daily_tokens(ip, reply.tokens_used)
+
+        meta: dict[str, Any] = {
+            "tokens_used": reply.tokens_used,
+            "capability_used": capability.name,
+            "mode": capability.mode,
+            "cached": from_cache,
+            "content_type": reply.content_type,
+            "content_signals": reply.content_signals,
+        }
+        if fallback_from:
+            meta["fallback_from"] = fallback_from
+        if reply.guardrail:
+            meta["guardrail"] = reply.guardrail
+        response = JsonResponse(
+            {"status": "success", "session_id": session.pk, "response": reply.response(), "meta": meta}
+        )
+        if reply.content_signals:
+            response.headers[content_signals.HEADER] = content_signals.header_value(reply.content_signals)
+        return response
+
+    def filters(self, converse_request: ConverseRequest) -> Filters:
+        models: list[str] = []
+        sections = {config.get_section().lower(): config.label for config in content_registry}
+        for name in converse_request.sections:
+            label = sections.get(name.lower()) or name.lower()
+            try:
+                models.append(content_registry.get_config_by_label(label).label)
+            except LookupError as exc:
+                raise Rejected(
+                    error_response(
+                        400,
+                        "invalid_request",
+                        f"context.filters.sections: unknown section {name!r}.",
+                        fields=["context.filters.sections"],
+                        available_sections=sorted(sections),
+                    )
+                ) from exc
+        return Filters(
+            models=models,
+            content_types=converse_request.content_types,
+            published_after=converse_request.published_after,
+            published_before=converse_request.published_before,
+        )
+
+    def check_budgets(self, session: ConverseSession, ip: str) -> None:
+        if get_answer_backend().name == "extractive":
+            return  # budgets count model tokens; extractive answers spend none
+        budget = ratelimit.session_budget()
+        if budget and session.tokens_used >= budget:
+            raise Rejected(
+                error_response(
+                    429,
+                    "rate_limited",
+                    "Token budget for this session has been exhausted.",
+                    scope="session_tokens",
+                    retry_after=None,
+                )
+            )
+        daily = app_settings.DAILY_TOKEN_BUDGET_PER_IP
+        if daily and ratelimit.daily_tokens_used(ip) >= daily:
+            wait = ratelimit.seconds_until_tomorrow()
+            response = error_response(
+                429,
+                "rate_limited",
+                "Daily token budget for this IP address is exhausted.",
+                scope="ip",
+                retry_after=wait,
+            )
+            response.headers["Retry-After"] = str(wait)
+            raise Rejected(response)
+
+    def cache_key(self, context: ConverseContext) -> str:
+        parts = [
+            context.capability.name,
+            _normalise(context.query),
+            context.content_type,
+            context.fallback_from,
+            context.max_tokens,
+            sorted(context.filters.models),
+            sorted(context.filters.content_types),
+            str(context.filters.published_after),
+            str(context.filters.published_before),
+            get_answer_backend().name,
+            state.snapshot().token,
+        ]
+        digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+        return f"agent_handshake:answer:{digest}"
+
+    def clarify(self, session: ConverseSession, clarification: Clarification, query: str) -> HttpResponse:
+        session.pending_clarification = {
+            "question": clarification.question,
+            "options": clarification.options,
+            "scopes": clarification.scopes,
+            "query": query,
+        }
+        session.last_active_at = timezone.now()
+        session.save()
+        return JsonResponse(
+            {
+                "status": "clarification_needed",
+                "session_id": session.pk,
+                "clarification": {
+                    "question": clarification.question,
+                    "options": clarification.options,
+                    "free_form": clarification.free_form,
+                },
+            }
+        )

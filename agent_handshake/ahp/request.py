@@ -1,0 +1,127 @@
+"""Parsing and validating a ``POST /agent/converse`` body (AHP §6.1, §10).
+
+The schema follows the published request schema, with the project's additions documented in the README:
+unknown top-level keys are ignored rather than refused (a body ``auth`` field, newer spec fields), and
+``context.filters`` narrows retrieval.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.timezone import make_aware
+
+TYPE = {"type": "string", "pattern": r"^(text|application|media|file|x-[a-z][a-z0-9-]*)/[a-z][a-z0-9_-]*$"}
+DATE = {"type": "string", "maxLength": 40}
+
+REQUEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["capability", "query"],
+    "properties": {
+        "ahp": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
+        "capability": {"type": "string", "pattern": r"^[a-z][a-z0-9_]*$", "maxLength": 64},
+        "query": {"type": "string", "minLength": 1, "maxLength": 4096},
+        "session_id": {"type": ["string", "null"], "maxLength": 128},
+        "clarification": {"type": ["string", "null"], "maxLength": 1024},
+        "context": {
+            "type": "object",
+            "properties": {
+                "requesting_agent": {"type": "string", "maxLength": 128},
+                "user_intent": {"type": "string", "maxLength": 256},
+                "max_tokens": {"type": "integer", "minimum": 1, "maximum": 32768},
+                "accept_types": {"type": "array", "items": TYPE, "maxItems": 20},
+                "callback_url": {"type": "string", "maxLength": 2048},
+                "locale": {"type": "string", "maxLength": 35},
+                "filters": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "content_types": {"type": "array", "items": TYPE, "maxItems": 20},
+                        "sections": {"type": "array", "items": {"type": "string", "maxLength": 100}, "maxItems": 20},
+                        "published_after": DATE,
+                        "published_before": DATE,
+                    },
+                },
+            },
+        },
+    },
+}
+_validator = jsonschema.Draft7Validator(REQUEST_SCHEMA)
+
+
+class RequestError(Exception):
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+@dataclass
+class ConverseRequest:
+    capability: str
+    query: str
+    session_id: str | None = None
+    clarification: str | None = None
+    requesting_agent: str = ""
+    max_tokens: int | None = None
+    accept_types: list[str] | None = None
+    content_types: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)
+    published_after: datetime.datetime | None = None
+    published_before: datetime.datetime | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(part) for part in error.absolute_path) or "(body)"
+
+
+def _moment(value: str | None, name: str) -> datetime.datetime | None:
+    if value is None:
+        return None
+    moment = parse_datetime(value)
+    if moment is None and (day := parse_date(value)) is not None:
+        moment = datetime.datetime.combine(day, datetime.time.min)
+    if moment is None:
+        raise RequestError("invalid_request", f"context.filters.{name} must be an ISO 8601 date or datetime.")
+    return moment if moment.tzinfo else make_aware(moment, datetime.timezone.utc)
+
+
+def parse_request(body: bytes) -> ConverseRequest:
+    """The validated request, or :class:`RequestError` with the AHP code and the failing fields."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError("invalid_request", f"The body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise RequestError("invalid_request", "The body must be a JSON object.")
+    missing = [name for name in ("capability", "query") if name not in data or data[name] in (None, "")]
+    if missing:
+        raise RequestError("missing_field", f"Required field(s) missing: {', '.join(missing)}.", fields=missing)
+    errors = sorted(_validator.iter_errors(data), key=lambda error: list(error.absolute_path))
+    if errors:
+        fields = sorted({_path(error) for error in errors})
+        detail = "; ".join(f"{_path(error)}: {error.message}" for error in errors[:5])
+        raise RequestError("invalid_request", f"Invalid field(s): {detail}", fields=fields)
+    context = data.get("context") or {}
+    filters = context.get("filters") or {}
+    return ConverseRequest(
+        capability=data["capability"],
+        query=data["query"],
+        session_id=data.get("session_id"),
+        clarification=data.get("clarification"),
+        requesting_agent=context.get("requesting_agent", ""),
+        max_tokens=context.get("max_tokens"),
+        accept_types=context.get("accept_types") or None,
+        content_types=filters.get("content_types", []),
+        sections=filters.get("sections", []),
+        published_after=_moment(filters.get("published_after"), "published_after"),
+        published_before=_moment(filters.get("published_before"), "published_before"),
+        raw=data,
+    )

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from ...ahp.sessions import delete_expired_sessions
+
+
+class Command(BaseCommand):
+    help = "Delete converse sessions idle for longer than SESSION_IDLE_SECONDS (also a Celery task for beat)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        deleted = delete_expired_sessions()
+        self.stdout.write(f"Deleted {deleted} expired session{'s' if deleted != 1 else ''}.")

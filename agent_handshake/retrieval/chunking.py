@@ -1,0 +1,106 @@
+"""Splitting a document's markdown into passages for retrieval.
+
+Passages follow the markdown structure: a heading starts a new section and every passage remembers the
+headings above it; long sections are cut at paragraph, then sentence boundaries, and consecutive passages of
+one section overlap by a sentence or two so a fact that straddles a cut is still found whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+FENCE = re.compile(r"^(```|~~~)")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    position: int
+    heading: str
+    text: str
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _sections(markdown: str) -> list[tuple[str, list[str]]]:
+    """(heading path, paragraphs) for each section; fenced code stays in one paragraph."""
+    sections: list[tuple[str, list[str]]] = []
+    path: list[tuple[int, str]] = []
+    paragraphs: list[str] = []
+    current: list[str] = []
+    in_fence = False
+
+    def close_paragraph() -> None:
+        if current:
+            paragraph = "\n".join(current).strip()
+            if paragraph:
+                paragraphs.append(paragraph)
+            current.clear()
+
+    def close_section() -> None:
+        close_paragraph()
+        if paragraphs:
+            sections.append((" > ".join(title for _, title in path), list(paragraphs)))
+            paragraphs.clear()
+
+    for line in markdown.splitlines():
+        if FENCE.match(line.strip()):
+            in_fence = not in_fence
+            current.append(line)
+            continue
+        if in_fence:
+            current.append(line)
+            continue
+        heading = HEADING.match(line)
+        if heading:
+            close_section()
+            level = len(heading.group(1))
+            path = [(lvl, title) for lvl, title in path if lvl < level]
+            path.append((level, heading.group(2)))
+        elif not line.strip():
+            close_paragraph()
+        else:
+            current.append(line)
+    close_section()
+    return sections
+
+
+def _pieces(paragraph: str, limit: int) -> list[str]:
+    """A paragraph as pieces of at most ``limit`` words (cut at sentences, then at words)."""
+    if _words(paragraph) <= limit:
+        return [paragraph]
+    pieces: list[str] = []
+    for sentence in SENTENCE_END.split(paragraph):
+        words = sentence.split()
+        while len(words) > limit:
+            pieces.append(" ".join(words[:limit]))
+            words = words[limit:]
+        if words:
+            pieces.append(" ".join(words))
+    return pieces
+
+
+def split_markdown(markdown: str, *, max_words: int = 160, overlap_words: int = 30) -> list[Chunk]:
+    """Passages of at most about ``max_words`` words; neighbours in a section share ``overlap_words``."""
+    passages: list[Chunk] = []
+    for heading, paragraphs in _sections(markdown):
+        pieces = [piece for paragraph in paragraphs for piece in _pieces(paragraph, max_words)]
+        chunk: list[str] = []
+        for piece in pieces:
+            if chunk and _words(" ".join(chunk)) + _words(piece) > max_words:
+                passages.append(Chunk(len(passages), heading, "\n\n".join(chunk)))
+                # Carry the tail of the previous passage over, whole sentences where possible.
+                tail: list[str] = []
+                for sentence in reversed(SENTENCE_END.split(chunk[-1])):
+                    if _words(" ".join([sentence, *tail])) > overlap_words:
+                        break
+                    tail.insert(0, sentence)
+                chunk = [" ".join(tail)] if tail else []
+            chunk.append(piece)
+        if chunk:
+            passages.append(Chunk(len(passages), heading, "\n\n".join(chunk)))
+    return passages

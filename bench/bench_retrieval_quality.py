@@ -1,0 +1,172 @@
+"""Retrieval quality on a BEIR-format set: nDCG@10 and Recall@100 for full text alone, vectors alone and fused.
+
+The corpus is loaded into a fresh database as a registered model (``bench.beirapp``), indexed by the app's own
+``agent_reindex`` code (passages, embeddings, full-text vectors), and every query goes through
+``HybridRetriever.search_documents`` — the path ``POST /agent/converse`` uses — in each mode. One table.
+
+    python bench/bench_retrieval_quality.py CORPUS QUERIES QRELS [--max-queries N] [--keep]
+    python bench/bench_retrieval_quality.py ../shared/evaldata/scifact/corpus.jsonl \\
+        ../shared/evaldata/scifact/queries.jsonl ../shared/evaldata/scifact/qrels/train.tsv
+
+Files may be gzipped. Relevance grades from the qrels are the gains (BEIR's binary sets: 0/1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from common import ROOT, print_table
+
+
+def _open(path: str):
+    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
+def read_jsonl(path: str) -> list[dict]:
+    with _open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_qrels(path: str) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    with _open(path) as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        for row in reader:
+            if not row or row[0] in ("query-id", "query_id"):
+                continue
+            query_id, doc_id, score = row[0], row[1], int(row[2])
+            if score > 0:
+                qrels[query_id][doc_id] = score
+    return qrels
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(gain / math.log2(i + 2) for i, gain in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def fresh_database(name: str) -> None:
+    """Drop and create the benchmark database in the embedded server (or the DATABASE_URL server)."""
+    os.environ["BENCH_DATABASE"] = name
+    import psycopg
+
+    from agent_handshake.embedded import database_config
+
+    config = database_config(ROOT, name="postgres")
+    params = {"host": config["HOST"], "user": config["USER"], "dbname": "postgres", "autocommit": True}
+    if config.get("PORT"):
+        params["port"] = config["PORT"]
+    if config.get("PASSWORD"):
+        params["password"] = config["PASSWORD"]
+    with psycopg.connect(**params) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus")
+    parser.add_argument("queries")
+    parser.add_argument("qrels")
+    parser.add_argument("--max-queries", type=int, default=0, help="evaluate only the first N judged queries")
+    parser.add_argument("--database", default="agent_handshake_beir")
+    parser.add_argument("--keep", action="store_true", help="reuse the indexed database of an earlier run")
+    args = parser.parse_args()
+
+    if not args.keep:
+        fresh_database(args.database)
+    os.environ["BENCH_DATABASE"] = args.database
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from agent_handshake.indexing import index_passages, reindex_model
+    from agent_handshake.registry import content_registry
+    from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
+    from bench.beirapp.models import BeirDocument
+
+    call_command("migrate", verbosity=0)
+    corpus = read_jsonl(args.corpus)
+    qrels = read_qrels(args.qrels)
+    queries = [q for q in read_jsonl(args.queries) if q["_id"] in qrels]
+    if args.max_queries:
+        queries = queries[: args.max_queries]
+    name = Path(args.corpus).parent.name or Path(args.corpus).stem
+    config = content_registry.get_config(BeirDocument)
+
+    started = time.perf_counter()
+    if not args.keep or not BeirDocument.objects.exists():
+        BeirDocument.objects.bulk_create(
+            (BeirDocument(doc_id=row["_id"], title=row.get("title", ""), text=row.get("text", "")) for row in corpus),
+            batch_size=2000,
+        )
+        reindex_model(config)
+
+        def progress(done: int, total: int) -> None:
+            if done == total or done % 500 < 64:
+                elapsed = time.perf_counter() - started
+                print(f"\rindexed {done}/{total} documents ({elapsed:.0f}s)", end="", file=sys.stderr, flush=True)
+
+        index_passages(config, progress=progress)
+        print(file=sys.stderr)
+    index_seconds = time.perf_counter() - started
+    doc_ids = dict(BeirDocument.objects.values_list("pk", "doc_id"))
+    from agent_handshake.models import Document, Passage
+
+    url_to_doc = {url: doc_ids[int(oid)] for url, oid in Document.objects.values_list("url", "object_id")}
+    passages = Passage.objects.count()
+
+    retriever = HybridRetriever()
+    filters = Filters(models=[config.label])
+    totals = {mode: {"ndcg": 0.0, "recall": 0.0, "seconds": 0.0} for mode in ("text", "vector", "hybrid")}
+    for number, query in enumerate(queries, start=1):
+        vector = retriever.backend.embed_query(query["text"])
+        relevant = qrels[query["_id"]]
+        for mode, total in totals.items():
+            began = time.perf_counter()
+            hits = retriever.search_documents(query["text"], limit=100, filters=filters, mode=mode, query_vector=vector)
+            total["seconds"] += time.perf_counter() - began
+            ranked = [url_to_doc[hit.url] for hit in hits]
+            total["ndcg"] += ndcg_at(ranked, relevant, 10)
+            total["recall"] += recall_at(ranked, relevant, 100)
+        if number % 100 == 0:
+            print(f"\r{number}/{len(queries)} queries", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    count = len(queries) or 1
+    labels = {"text": "full text alone", "vector": "vectors alone", "hybrid": "fused (RRF)"}
+    rows = [
+        [
+            labels[mode],
+            f"{total['ndcg'] / count:.3f}",
+            f"{total['recall'] / count:.3f}",
+            f"{total['seconds'] / count * 1000:.1f}",
+        ]
+        for mode, total in totals.items()
+    ]
+    print_table(
+        f"{name}: {len(corpus):,} documents ({passages:,} passages, indexed in {index_seconds:.0f}s), "
+        f"{len(queries):,} judged queries, model {retriever.backend.model_id}",
+        ["ranking", "nDCG@10", "Recall@100", "ms/query (SQL+fusion)"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Serve the demo: the Django development server and a Celery worker (with beat), until Ctrl-C.
+
+Both run as child processes; Ctrl-C (or SIGTERM) stops both, waits for them, and the embedded PostgreSQL
+stops with its last user.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run the demo site: runserver on 127.0.0.1:PORT and a Celery worker, until Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
+
+    def handle(self, *args, port, **options):
+        base = settings.BASE_DIR
+        schedule = base / ".queue" / "celerybeat-schedule"
+        schedule.parent.mkdir(exist_ok=True)
+        children = {
+            "worker": subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--beat", "--schedule", str(schedule),
+                 "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO"],
+                cwd=base,
+            ),
+            "web": subprocess.Popen(
+                [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=base
+            ),
+        }  # fmt: skip
+        self.stdout.write(self.style.SUCCESS(f"\nLantern & Kettle is starting on http://127.0.0.1:{port}/"))
+        self.stdout.write(
+            f"  manifest:  curl -s http://127.0.0.1:{port}/.well-known/agent.json\n"
+            f"  llms.txt:  curl -s http://127.0.0.1:{port}/llms.txt\n"
+            f"  ask:       curl -s -X POST http://127.0.0.1:{port}/agent/converse -H 'Content-Type: application/json' "
+            """-d '{"capability": "content_search", "query": "How hot should the water be for gyokuro?"}'\n"""
+            f"  admin:     http://127.0.0.1:{port}/admin/ (admin / admin)\n"
+            "Ctrl-C stops everything.\n"
+        )
+        stopping = False
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping and all(child.poll() is None for child in children.values()):
+                time.sleep(0.3)
+        finally:
+            for child in children.values():
+                if child.poll() is None:
+                    child.send_signal(signal.SIGINT)  # a clean exit, so the embedded server is released
+            deadline = time.monotonic() + 20
+            for name, child in children.items():
+                try:
+                    child.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.stderr.write(f"{name} did not stop; killing it")
+                    child.kill()
+                    child.wait()
+        failed = [name for name, child in children.items() if child.returncode not in (0, -2, 1) and not stopping]
+        if failed:
+            self.stderr.write(f"Stopped because {', '.join(failed)} exited.")

@@ -1,0 +1,114 @@
+"""A small OpenAI-compatible HTTP server for the tests, on 127.0.0.1 (the only thing the tests fake).
+
+It records every request and answers ``/v1/chat/completions`` with what the test scripts (a function of the
+request) and ``/v1/embeddings`` with deterministic bag-of-words vectors; it can fail the next N requests with
+a status code to exercise retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def hashed_vector(text: str, dimensions: int) -> list[float]:
+    vector = [0.0] * dimensions
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % dimensions] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+class FakeOpenAI:
+    def __init__(self, dimensions: int = 64) -> None:
+        self.dimensions = dimensions
+        self.requests: list[dict[str, Any]] = []
+        self.fail_next: list[int] = []  # status codes for the next requests
+        self.reply: Callable[[dict[str, Any]], str] = lambda request: "The site says so [1]."
+        self.usage_tokens = 42
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return [r["json"] for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                payload = json.loads(self.rfile.read(length) or b"{}")
+                fake.requests.append({"path": self.path, "json": payload, "headers": dict(self.headers)})
+                if fake.fail_next:
+                    status = fake.fail_next.pop(0)
+                    self._send(status, {"error": {"message": "scripted failure", "type": "server_error"}})
+                    return
+                if self.path.endswith("/embeddings"):
+                    inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+                    data = [
+                        {"object": "embedding", "index": i, "embedding": hashed_vector(text, fake.dimensions)}
+                        for i, text in enumerate(inputs)
+                    ]
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": data,
+                            "model": payload.get("model"),
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        },
+                    )
+                elif self.path.endswith("/chat/completions"):
+                    text = fake.reply(payload)
+                    self._send(
+                        200,
+                        {
+                            "id": "chatcmpl-test",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": payload.get("model"),
+                            "choices": [
+                                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                            ],
+                            "usage": {
+                                "prompt_tokens": fake.usage_tokens - 10,
+                                "completion_tokens": 10,
+                                "total_tokens": fake.usage_tokens,
+                            },
+                        },
+                    )
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+        return Handler

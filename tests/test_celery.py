@@ -1,0 +1,111 @@
+"""Live re-indexing through a real Celery worker process, on each broker this machine offers.
+
+A separate process saves a registered object (so the save, the on-commit hook and the publish are the real
+ones), a real worker (``celery -A demo_site worker``) consumes the task, and the test reads the database. The
+embedded default broker (kombu's filesystem transport) always runs; Redis and RabbitMQ run when they answer on
+127.0.0.1, and are reported as skipped, with the reason, when they do not.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from agent_handshake.models import Document, Passage
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def reachable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+BROKERS = [
+    pytest.param("filesystem://", id="filesystem"),
+    pytest.param(
+        "redis://127.0.0.1:6379/15",
+        id="redis",
+        marks=pytest.mark.skipif(not reachable(6379), reason="Redis is not running on 127.0.0.1:6379"),
+    ),
+    pytest.param(
+        "amqp://guest:guest@127.0.0.1:5672//",
+        id="rabbitmq",
+        marks=pytest.mark.skipif(not reachable(5672), reason="RabbitMQ is not running on 127.0.0.1:5672"),
+    ),
+]
+
+SAVE_SCRIPT = """
+import django
+django.setup()
+from django.test import override_settings
+from demo_site.blog.models import Author, Post
+from django.conf import settings
+with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "INDEX_ON_SAVE": "celery"}):
+    author = Author.objects.create(name="Ines Park", slug="ines-{suffix}")
+    Post.objects.create(
+        title="Cold-brewing sencha overnight", slug="cold-brew-sencha-{suffix}", author=author, status="published",
+        summary="Ten grams, a litre of cold water, eight hours in the fridge.",
+        body="## Method\\n\\nPut 10 g of sencha in 1 litre of cold water and leave it for eight hours.",
+    )
+"""
+
+
+def worker_env(broker: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "AGENT_HANDSHAKE_DB_NAME": connection.settings_dict["NAME"],
+        "AGENT_HANDSHAKE_TEST_BROKER": broker,
+        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path / "queue"),
+        "AGENT_HANDSHAKE_TEST_QUEUE": f"agent-handshake-test-{uuid.uuid4().hex[:8]}",
+    }
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+def test_a_saved_object_is_indexed_by_a_worker(broker, tmp_path):
+    (tmp_path / "queue").mkdir()
+    env = worker_env(broker, tmp_path)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool", "solo", "--loglevel", "WARNING",
+         "-Q", env["AGENT_HANDSHAKE_TEST_QUEUE"], "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        suffix = uuid.uuid4().hex[:6]
+        subprocess.run(
+            [sys.executable, "-c", SAVE_SCRIPT.replace("{suffix}", suffix)], cwd=ROOT, env=env, check=True, timeout=60
+        )
+        deadline = time.monotonic() + 90
+        document = None
+        while time.monotonic() < deadline:
+            document = Document.objects.filter(path=f"/blog/cold-brew-sencha-{suffix}/").first()
+            if document is not None and document.indexed_hash == document.content_hash:
+                break
+            time.sleep(0.3)
+        assert document is not None, "the worker did not index the saved post"
+        assert document.indexed_hash == document.content_hash
+        passages = Passage.objects.filter(document=document)
+        assert passages.exists()
+        assert all(passage.embedding is not None for passage in passages)
+        assert "eight hours" in " ".join(passages.values_list("text", flat=True))
+    finally:
+        worker.terminate()
+        try:
+            output, _ = worker.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            output, _ = worker.communicate()
+    assert "Traceback" not in output, output
