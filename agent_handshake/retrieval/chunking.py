@@ -88,19 +88,29 @@ def split_markdown(markdown: str, *, max_words: int = 160, overlap_words: int = 
     """Passages of at most about ``max_words`` words; neighbours in a section share ``overlap_words``."""
     passages: list[Chunk] = []
     for heading, paragraphs in _sections(markdown):
-        pieces = [piece for paragraph in paragraphs for piece in _pieces(paragraph, max_words)]
-        chunk: list[str] = []
-        for piece in pieces:
-            if chunk and _words(" ".join(chunk)) + _words(piece) > max_words:
-                passages.append(Chunk(len(passages), heading, "\n\n".join(chunk)))
+        # (paragraph number, piece): pieces of one paragraph are joined by a space, paragraphs by a blank line.
+        pieces = [
+            (number, piece) for number, paragraph in enumerate(paragraphs) for piece in _pieces(paragraph, max_words)
+        ]
+        chunk: list[tuple[int, str]] = []
+        for number, piece in pieces:
+            if chunk and _words(" ".join(text for _, text in chunk)) + _words(piece) > max_words:
+                passages.append(Chunk(len(passages), heading, _join(chunk)))
                 # Carry the tail of the previous passage over, whole sentences where possible.
                 tail: list[str] = []
-                for sentence in reversed(SENTENCE_END.split(chunk[-1])):
+                for sentence in reversed(SENTENCE_END.split(chunk[-1][1])):
                     if _words(" ".join([sentence, *tail])) > overlap_words:
                         break
                     tail.insert(0, sentence)
-                chunk = [" ".join(tail)] if tail else []
-            chunk.append(piece)
+                chunk = [(chunk[-1][0], " ".join(tail))] if tail else []
+            chunk.append((number, piece))
         if chunk:
-            passages.append(Chunk(len(passages), heading, "\n\n".join(chunk)))
+            passages.append(Chunk(len(passages), heading, _join(chunk)))
     return passages
+
+
+def _join(pieces: list[tuple[int, str]]) -> str:
+    text = pieces[0][1]
+    for (previous, _), (number, piece) in zip(pieces, pieces[1:], strict=False):
+        text += (" " if number == previous else "\n\n") + piece
+    return text

@@ -85,15 +85,21 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
 
 
 class MiniLMEmbeddings(EmbeddingBackend):
-    """all-MiniLM-L6-v2 in process. The encoder is loaded once per process, on first use."""
+    """all-MiniLM-L6-v2 in process. The encoder is loaded once per process, on first use.
+
+    Large inputs (indexing) are split across ``workers`` threads, each running BLAS single-threaded: numpy
+    releases the GIL in its kernels, so this uses every core without OpenBLAS's own threads, which spin and
+    slow down several-fold when other processes compete for the CPU. Small inputs (queries) run as they are.
+    """
 
     model_id = "sentence-transformers/all-MiniLM-L6-v2"
     dimensions = 384
     _encoder: Any = None
     _lock = threading.Lock()
 
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(self, batch_size: int = 32, workers: int | None = None) -> None:
         self.batch_size = batch_size
+        self.workers = workers or os.cpu_count() or 1
 
     @classmethod
     def encoder(cls) -> Any:
@@ -109,7 +115,19 @@ class MiniLMEmbeddings(EmbeddingBackend):
         return cls._encoder
 
     def compute(self, texts: Sequence[str]) -> np.ndarray:
-        return self.encoder().encode(list(texts), batch_size=self.batch_size)
+        encoder = self.encoder()
+        texts = list(texts)
+        if self.workers < 2 or len(texts) < 2 * self.batch_size:
+            return encoder.encode(texts, batch_size=self.batch_size)
+        from concurrent.futures import ThreadPoolExecutor
+
+        from threadpoolctl import threadpool_limits
+
+        size = -(-len(texts) // self.workers)
+        parts = [texts[start : start + size] for start in range(0, len(texts), size)]
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(len(parts)) as pool:
+            vectors = list(pool.map(lambda part: encoder.encode(part, batch_size=self.batch_size), parts))
+        return np.vstack(vectors)
 
 
 class OpenAIEmbeddings(EmbeddingBackend):

@@ -8,6 +8,7 @@ each list alone and fused, through this class.
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import numpy as np
 from django.db import connection, transaction
 
 from ..conf import app_settings
-from ..models import Passage
+from ..models import LexemeStat, Passage
 from .embeddings import EmbeddingBackend, get_embedding_backend
 from .index import current_index
 
@@ -104,24 +105,55 @@ class HybridRetriever:
                 # pgvector 0.8: keep scanning the graph until enough rows pass the filters.
                 cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             cursor.execute(
-                f"SELECT id FROM {table} WHERE embedding IS NOT NULL{where} "
+                # The literal dimension lets the planner match the partial HNSW index (see index.py).
+                f"SELECT id FROM {table} WHERE vector_dims(embedding) = {dims}{where} "
                 f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s",
                 [*params, literal, limit],
             )
             return [row[0] for row in cursor.fetchall()]
 
-    def text_candidates(self, query: str, filters: Filters, limit: int) -> list[int]:
-        # Any of the query's words may match (OR): questions in natural language rarely have every word in
-        # the passage that answers them. ts_rank still favours passages that match more of them.
-        where, params = filters.sql()
-        table = Passage._meta.db_table
+    def query_terms(self, query: str) -> list[tuple[str, float]]:
+        """The query's lexemes with their IDF weights (BM25's), rarest first; very common ones left out."""
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT p.id FROM {table} p, "
-                "(SELECT NULLIF(replace(plainto_tsquery(%s::regconfig, %s)::text, ' & ', ' | '), '')::tsquery AS q) t "
-                f"WHERE t.q IS NOT NULL AND p.search_vector @@ t.q{where} "
-                "ORDER BY ts_rank(p.search_vector, t.q, %s) DESC, p.id LIMIT %s",
-                [app_settings.SEARCH_CONFIG, query, *params, app_settings.TEXT_RANK_NORMALIZATION, limit],
+                "SELECT q.lexeme, coalesce(s.passages, 0) "
+                "FROM unnest(tsvector_to_array(to_tsvector(%s::regconfig, %s))) AS q(lexeme) "
+                f"LEFT JOIN {LexemeStat._meta.db_table} s ON s.lexeme = q.lexeme",
+                [app_settings.SEARCH_CONFIG, query],
+            )
+            frequencies = [(lexeme, count) for lexeme, count in cursor.fetchall() if count > 0]
+            if not frequencies:
+                return []
+            cursor.execute("SELECT greatest(reltuples::bigint, 1) FROM pg_class WHERE oid = %s::regclass",
+                           [Passage._meta.db_table])  # fmt: skip
+            total = max(cursor.fetchone()[0], max(count for _, count in frequencies))
+        weighted = sorted(
+            ((lexeme, math.log(1 + (total - count + 0.5) / (count + 0.5))) for lexeme, count in frequencies),
+            key=lambda item: -item[1],
+        )
+        # Words in more than MAX_TERM_SHARE of the passages barely tell them apart and make the OR match (and
+        # its ranking) touch most of the table; keep at least the two rarest words.
+        common = math.log(1 + (1 - app_settings.MAX_TERM_SHARE) / app_settings.MAX_TERM_SHARE)
+        kept = [item for item in weighted if item[1] >= common] or weighted[:2]
+        return kept[: app_settings.MAX_QUERY_TERMS]
+
+    def text_candidates(self, query: str, filters: Filters, limit: int) -> list[int]:
+        """Passages matching any of the query's words, ranked like BM25: each word's ts_rank (term frequency
+        with length normalisation, title > heading > text) weighted by its IDF. PostgreSQL's ts_rank alone has
+        no IDF, so a common word counts as much as a rare one; the weights come from LexemeStat."""
+        terms = self.query_terms(query)
+        if not terms:
+            return []
+        where, params = filters.sql()
+        table = Passage._meta.db_table
+        quoted = ["'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme, _ in terms]
+        score = " + ".join(f"%s * ts_rank(search_vector, %s::tsquery, {int(app_settings.TEXT_RANK_NORMALIZATION)})"
+                           for _ in terms)  # fmt: skip
+        score_params = [value for (_, idf), term in zip(terms, quoted, strict=True) for value in (idf, term)]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id FROM {table} WHERE search_vector @@ %s::tsquery{where} ORDER BY {score} DESC, id LIMIT %s",
+                [" | ".join(quoted), *params, *score_params, limit],
             )
             return [row[0] for row in cursor.fetchall()]
 

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
+from django.db.models import QuerySet
 
 from ..conf import app_settings
-from ..models import Document, EmbeddingIndex, Passage
+from ..models import Document, EmbeddingIndex, LexemeStat, Passage
 from .chunking import Chunk, split_markdown
 from .embeddings import EmbeddingBackend, get_embedding_backend
 
@@ -27,11 +28,19 @@ def vector_index_name(dimensions: int) -> str:
 
 
 def ensure_vector_index(dimensions: int) -> None:
-    """The HNSW (cosine) index over ``embedding::vector(dimensions)``; queries use the same expression."""
+    """The HNSW (cosine) index over ``embedding::vector(dimensions)``; queries use the same expression.
+
+    It is partial (``vector_dims(embedding) = dimensions``), so rows of another size that a rebuild has just
+    deleted, still present to the index build until vacuumed, are skipped rather than failing the cast.
+    """
     with connection.cursor() as cursor:
+        # Deferred foreign-key checks still pending in this transaction (after a rebuild's deletes) would make
+        # PostgreSQL refuse the CREATE INDEX; run them now.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(
             f"CREATE INDEX IF NOT EXISTS {vector_index_name(dimensions)} ON {Passage._meta.db_table} "
-            f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops)"
+            f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops) "
+            f"WHERE vector_dims(embedding) = {int(dimensions)}"
         )
 
 
@@ -62,8 +71,42 @@ def reset_index() -> None:
             with connection.cursor() as cursor:
                 cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(index.dimensions)}")
         EmbeddingIndex.objects.all().delete()
-        Passage.objects.all().delete()
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # TRUNCATE refuses tables with pending FK checks
+            cursor.execute(f"TRUNCATE {Passage._meta.db_table}, {LexemeStat._meta.db_table}")
         Document.objects.update(indexed_hash="")
+
+
+def _count_lexemes(passages: QuerySet[Passage], sign: int) -> None:
+    """Add (``sign`` = 1) or remove (-1) the lexemes of ``passages`` to or from the document frequencies."""
+    query, params = passages.values("search_vector").query.sql_with_params()
+    stats = LexemeStat._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {stats} (lexeme, passages) "
+            f"SELECT lexeme, %s * count(*) FROM ({query}) AS p, unnest(tsvector_to_array(p.search_vector)) AS lexeme "
+            "WHERE p.search_vector IS NOT NULL GROUP BY lexeme "
+            f"ON CONFLICT (lexeme) DO UPDATE SET passages = GREATEST({stats}.passages + EXCLUDED.passages, 0)",
+            [sign, *params],
+        )
+
+
+def delete_passages(passages: QuerySet[Passage]) -> None:
+    """Delete passages, taking their lexemes out of the document frequencies first."""
+    _count_lexemes(passages, -1)
+    passages.delete()
+
+
+def refresh_lexeme_stats() -> int:
+    """Rebuild every document frequency from the passages (corrects any drift). Returns the lexeme count."""
+    stats = LexemeStat._meta.db_table
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {stats}")
+        cursor.execute(
+            f"INSERT INTO {stats} (lexeme, passages) SELECT word, ndoc FROM ts_stat("
+            f"'SELECT search_vector FROM {Passage._meta.db_table} WHERE search_vector IS NOT NULL')"
+        )
+        return cursor.rowcount
 
 
 def _embedding_text(document: Document, heading: str, text: str) -> str:
@@ -79,7 +122,7 @@ def index_documents(
     documents: Iterable[Document],
     *,
     backend: EmbeddingBackend | None = None,
-    batch_size: int = 64,
+    batch_size: int = 128,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """(Re)build the passages of documents whose content changed since they were last indexed.
@@ -122,8 +165,8 @@ def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBack
     rows = iter(vectors)
     config = app_settings.SEARCH_CONFIG
     with transaction.atomic():
+        delete_passages(Passage.objects.filter(document__in=[document for document, _ in batch]))
         for document, passages in batch:
-            Passage.objects.filter(document=document).delete()
             Passage.objects.bulk_create(
                 Passage(
                     document=document,
@@ -139,11 +182,13 @@ def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBack
                 for p in passages
             )
             Document.objects.filter(pk=document.pk).update(indexed_hash=document.content_hash)
-        Passage.objects.filter(document__in=[document for document, _ in batch]).update(
+        written = Passage.objects.filter(document__in=[document for document, _ in batch])
+        written.update(
             search_vector=SearchVector("title", weight="A", config=config)
             + SearchVector("heading", weight="B", config=config)
             + SearchVector("text", weight="C", config=config)
         )
+        _count_lexemes(written, 1)
     return len(batch)
 
 

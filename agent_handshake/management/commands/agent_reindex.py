@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ...indexing import configs_for, index_passages, reindex_model
 from ...registry import NotRegistered
 from ...retrieval.embeddings import EmbeddingUnavailable
-from ...retrieval.index import EmbeddingModelChanged, reset_index
+from ...retrieval.index import EmbeddingModelChanged, refresh_lexeme_stats, reset_index
 
 
 class Command(BaseCommand):
@@ -62,6 +62,9 @@ class Command(BaseCommand):
                     raise CommandError(str(exc)) from exc
                 summary += f"; {embedded} embedded"
             self.stdout.write(self.style.SUCCESS(f"{config.label}: {summary} ({time.monotonic() - started:.1f}s)"))
+        if not options["no_passages"]:
+            lexemes = refresh_lexeme_stats()
+            self.stdout.write(f"Full-text statistics rebuilt ({lexemes} lexemes).")
 
     def _progress_bar(self, label: str):
         interactive = self.stdout.isatty() if hasattr(self.stdout, "isatty") else False

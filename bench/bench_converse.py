@@ -1,0 +1,212 @@
+"""/agent/converse latency at 10,000 and 100,000 passages, next to its parts, measured in one run.
+
+Set-up: the first ``--seed-docs`` SciFact documents are loaded as a registered model and indexed by the app
+(real passages, real MiniLM embeddings). To reach each size, those passages are copied with a little Gaussian
+noise added to their vectors (renormalised) so the HNSW graph sees distinct points; the copies keep their text,
+so full-text matching is, if anything, harder than on a real corpus of that size (each word matches more rows).
+
+For SciFact's first ``--queries`` queries, three things are timed, each as p50/p95 in milliseconds:
+- the query embedding alone (MiniLM, in process);
+- the retrieval SQL alone (vector candidates + full-text candidates, as HybridRetriever runs them);
+- POST /agent/converse through the Django WSGI handler (extractive answer, answer cache off), end to end.
+Target: converse p50 no more than 1.5 x (embedding + SQL) p50, and under 100 ms at 100,000 passages.
+
+Then the indexing cost: passages per second while indexing, and one object's re-index after a save.
+
+    python bench/bench_converse.py [--sizes 10000 100000] [--seed-docs 1500] [--queries 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+from bench_retrieval_quality import fresh_database, read_jsonl
+from common import ROOT, print_table
+
+SCIFACT = ROOT.parent / "shared" / "evaldata" / "scifact"
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values) * 1000, q))
+
+
+def grow_passages(target: int, rng: np.random.Generator) -> None:
+    """Copy the indexed passages (with noisy vectors) until there are ``target`` of them."""
+    from django.contrib.postgres.search import SearchVector
+    from django.db import connection
+
+    from agent_handshake.conf import app_settings
+    from agent_handshake.models import Passage
+    from agent_handshake.retrieval.index import ensure_vector_index, vector_index_name
+
+    count = Passage.objects.count()
+    if count >= target:
+        return
+    originals = list(
+        Passage.objects.filter(position__lt=1000).values(
+            "document_id", "position", "heading", "text", "title", "model_label", "ahp_content_type", "embedding"
+        )
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(384)}")
+    copy = count // len(originals)
+    config = app_settings.SEARCH_CONFIG
+    while count < target:
+        batch = originals[: min(len(originals), target - count)]
+        vectors = np.stack([np.asarray(row["embedding"], dtype=np.float32) for row in batch])
+        vectors += rng.normal(0, 0.03, vectors.shape).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        created = Passage.objects.bulk_create(
+            [
+                Passage(
+                    document_id=row["document_id"],
+                    position=row["position"] + 1000 * copy,
+                    heading=row["heading"],
+                    text=row["text"],
+                    title=row["title"],
+                    model_label=row["model_label"],
+                    ahp_content_type=row["ahp_content_type"],
+                    embedding=vector.tolist(),
+                )
+                for row, vector in zip(batch, vectors, strict=True)
+            ],
+            batch_size=2000,
+        )
+        Passage.objects.filter(pk__in=[p.pk for p in created]).update(
+            search_vector=SearchVector("title", weight="A", config=config)
+            + SearchVector("heading", weight="B", config=config)
+            + SearchVector("text", weight="C", config=config)
+        )
+        count += len(created)
+        copy += 1
+    started = time.perf_counter()
+    ensure_vector_index(384)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Passage._meta.db_table}")
+    print(f"  {target:,} passages; HNSW index built in {time.perf_counter() - started:.0f}s", flush=True)
+
+
+def converse_environ(query: str) -> dict:
+    from django.test.client import RequestFactory
+
+    body = json.dumps({"ahp": "0.1", "capability": "content_search", "query": query}).encode()
+    request = RequestFactory().post("/agent/converse", data=body, content_type="application/json")
+    return request.environ
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--seed-docs", type=int, default=1500)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--database", default="agent_handshake_bench_converse")
+    args = parser.parse_args()
+
+    fresh_database(args.database)
+    os.environ["BENCH_DATABASE"] = args.database
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.core.management import call_command
+    from django.test import override_settings
+
+    from agent_handshake.indexing import index_passages, reindex_model, sync_and_index
+    from agent_handshake.models import Passage
+    from agent_handshake.registry import content_registry
+    from agent_handshake.retrieval.embeddings import get_embedding_backend
+    from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
+    from bench.beirapp.models import BeirDocument
+
+    call_command("migrate", verbosity=0)
+    corpus = read_jsonl(str(SCIFACT / "corpus.jsonl"))[: args.seed_docs]
+    queries = [q["text"] for q in read_jsonl(str(SCIFACT / "queries.jsonl"))[: args.queries]]
+    BeirDocument.objects.bulk_create(BeirDocument(doc_id=r["_id"], title=r["title"], text=r["text"]) for r in corpus)
+    config = content_registry.get_config(BeirDocument)
+    reindex_model(config)
+    started = time.perf_counter()
+    index_passages(config)
+    index_seconds = time.perf_counter() - started
+    seeded = Passage.objects.count()
+    print(f"indexed {len(corpus):,} documents, {seeded:,} passages in {index_seconds:.1f}s", flush=True)
+
+    # One object's re-index after a save: the document, its passages, and their embeddings.
+    backend = get_embedding_backend()
+    document = BeirDocument.objects.first()
+    saves = []
+    for n in range(5):
+        BeirDocument.objects.filter(pk=document.pk).update(text=f"{document.text} Revision {n}.")
+        began = time.perf_counter()
+        sync_and_index("beirapp", "beirdocument", document.pk)
+        saves.append(time.perf_counter() - began)
+    # The same text once more: the embeddings come from the cache, as after an unrelated field's edit.
+    BeirDocument.objects.filter(pk=document.pk).update(text=document.text)
+    sync_and_index("beirapp", "beirdocument", document.pk)
+    BeirDocument.objects.filter(pk=document.pk).update(text=f"{document.text} Revision 4.")
+    began = time.perf_counter()
+    sync_and_index("beirapp", "beirdocument", document.pk)
+    cached_save = time.perf_counter() - began
+
+    retriever = HybridRetriever(backend)
+    handler = WSGIHandler()
+    rng = np.random.default_rng(7)
+    rows = []
+    relaxed = {
+        **settings.AGENT_HANDSHAKE,
+        "RATE_LIMITS": {"unauthenticated": {"requests": "1000000/minute", "token_budget": "5000/session"}},
+        "AGENT_RATE_LIMIT": "1000000/minute",
+        "ANSWER_CACHE_TIMEOUT": 0,
+    }
+    for size in args.sizes:
+        grow_passages(size, rng)
+        embed_times, sql_times, converse_times = [], [], []
+        with override_settings(AGENT_HANDSHAKE=relaxed):
+            for query in queries[:10]:  # warm-up: caches, connections, plans
+                handler(converse_environ(query), lambda *a: None)
+            backend_cache = backend._cache()[0]
+            for query in queries:
+                backend_cache.pop(query, None)
+                began = time.perf_counter()
+                vector = backend.embed_query(query)
+                embed_times.append(time.perf_counter() - began)
+                began = time.perf_counter()
+                retriever.vector_candidates(vector, Filters(), retriever.candidates)
+                retriever.text_candidates(query, Filters(), retriever.candidates)
+                sql_times.append(time.perf_counter() - began)
+                backend_cache.pop(query, None)
+                began = time.perf_counter()
+                status: list[str] = []
+                body = b"".join(handler(converse_environ(query), lambda s, h, e=None, out=status: out.append(s)))
+                converse_times.append(time.perf_counter() - began)
+                assert status[0].startswith("200"), (status, body[:300])
+        parts_p50 = statistics.median(embed_times) + statistics.median(sql_times)
+        for name, times in (("query embedding alone", embed_times), ("retrieval SQL alone", sql_times),
+                            ("POST /agent/converse (extractive)", converse_times)):  # fmt: skip
+            rows.append([f"{size:,}", name, f"{pct(times, 50):.1f}", f"{pct(times, 95):.1f}"])
+        ratio = statistics.median(converse_times) / parts_p50
+        rows.append([f"{size:,}", "converse p50 / (embedding p50 + SQL p50)", f"{ratio:.2f}x", ""])
+    print_table(
+        f"/agent/converse latency, {len(queries)} SciFact queries, in process (ms)",
+        ["passages", "measured", "p50", "p95"],
+        rows,
+    )
+    print_table(
+        "Indexing with the default model (MiniLM on numpy)",
+        ["measured", "value"],
+        [
+            ["passages per second (agent_reindex)", f"{seeded / index_seconds:.1f}"],
+            ["one object re-indexed after a save, median of 5 (ms)", f"{statistics.median(saves) * 1000:.0f}"],
+            ["the same, passage text already embedded (ms)", f"{cached_save * 1000:.0f}"],
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Passages, embeddings and hybrid retrieval, on the real PostgreSQL + pgvector."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from agent_handshake.models import Document, EmbeddingIndex, Passage
+from agent_handshake.retrieval.chunking import split_markdown
+from agent_handshake.retrieval.embeddings import EmbeddingUnavailable, OpenAIEmbeddings
+from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
+from tests.testapp.models import Article
+
+ARTICLES = {
+    "tetsubin": (
+        "Caring for a tetsubin",
+        "## Rust\n\nA cast-iron kettle rusts if water is left standing in it. Empty it while it is hot and let the "
+        "heat dry the inside.\n\n## Scale\n\nThe white mineral scale inside protects the iron; never scrub it away.",
+    ),
+    "cold-brew": (
+        "Cold brew in the fridge",
+        "Put 10 g of leaves in a litre of cold water and leave it for eight hours. Strain and keep it for two days.",
+    ),
+    "shipping": (
+        "Shipping to Canada",
+        "Parcels to Canada travel by tracked post and arrive in five to eight working days. Duties are prepaid.",
+    ),
+}
+
+
+def test_markdown_structure_and_overlap():
+    markdown = (
+        "Intro paragraph.\n\n# Brewing\n\n## Water\n\n"
+        + " ".join(f"Sentence number {n} is about water." for n in range(60))
+        + "\n\n```\n# not a heading, code\n```\n\n## Leaves\n\nUse whole leaves."
+    )
+    passages = split_markdown(markdown, max_words=80, overlap_words=15)
+    assert passages[0].heading == "" and passages[0].text == "Intro paragraph."
+    water = [p for p in passages if p.heading == "Brewing > Water"]
+    assert len(water) >= 3
+    assert all(len(p.text.split()) <= 80 + 15 for p in water)
+    for before, after in zip(water, water[1:], strict=False):  # neighbours share a sentence
+        assert before.text.split(". ")[-1].rstrip(".") in after.text
+    assert any("# not a heading" in p.text for p in passages)
+    assert passages[-1].heading == "Brewing > Leaves"
+    assert [p.position for p in passages] == list(range(len(passages)))
+
+
+@pytest.fixture
+def articles(publish):
+    return {
+        slug: publish(Article, title=title, slug=slug, summary="", body=body)
+        for slug, (title, body) in ARTICLES.items()
+    }
+
+
+@pytest.mark.django_db
+def test_passages_carry_vectors_and_weighted_text(articles):
+    document = Document.objects.get(path="/articles/tetsubin/")
+    passages = list(Passage.objects.filter(document=document).order_by("position"))
+    assert [p.heading for p in passages] == ["Rust", "Scale"]
+    assert all(len(p.embedding) == 384 for p in passages)
+    assert document.indexed_hash == document.content_hash
+    assert EmbeddingIndex.objects.get().model_id == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@pytest.mark.django_db
+def test_each_side_and_the_fusion(articles):
+    retriever = HybridRetriever()
+    scope = Filters(models=["testapp.article"])
+    # Full text finds the exact word; vectors find the paraphrase with no word in common.
+    text = retriever.search_documents("duties prepaid", filters=scope, mode="text")
+    assert text[0].url == "/articles/shipping/"
+    vector = retriever.search_documents("steeping overnight in the refrigerator", filters=scope, mode="vector")
+    assert vector[0].url == "/articles/cold-brew/"
+    assert not retriever.search_documents("steeping overnight in the refrigerator", filters=scope, mode="text")
+    fused = retriever.search_documents("how do I stop my iron kettle from rusting", filters=scope)
+    assert fused[0].url == "/articles/tetsubin/"
+    assert fused[0].passages[0].passage.heading == "Rust"
+    assert fused[0].passages[0].vector_rank == 1
+
+
+@pytest.mark.django_db
+def test_unchanged_content_is_not_embedded_again(articles, django_capture_on_commit_callbacks):
+    article = articles["cold-brew"]
+    before = list(Passage.objects.filter(document__path="/articles/cold-brew/").values_list("pk", flat=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        article.save()
+    assert list(Passage.objects.filter(document__path="/articles/cold-brew/").values_list("pk", flat=True)) == before
+    with django_capture_on_commit_callbacks(execute=True):
+        article.body += " Add a slice of lemon."
+        article.save()
+    after = Passage.objects.filter(document__path="/articles/cold-brew/")
+    assert set(after.values_list("pk", flat=True)).isdisjoint(before)
+    assert "lemon" in after.get().text
+
+
+@pytest.mark.django_db
+def test_deleting_an_object_removes_its_passages(articles, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        articles["shipping"].delete()
+    assert not Passage.objects.filter(document__path="/articles/shipping/").exists()
+
+
+# The openai embedding backend, against the fake OpenAI-compatible server.
+
+
+def test_openai_embeddings_batch_and_normalise(fake_openai):
+    backend = OpenAIEmbeddings(model="fake-embed", base_url=fake_openai.base_url, batch_size=2, max_retries=0)
+    vectors = backend.compute(["green tea", "black tea", "oolong", "white tea", "puerh"])
+    calls = [r for r in fake_openai.requests if r["path"].endswith("/embeddings")]
+    assert [len(call["json"]["input"]) for call in calls] == [2, 2, 1]
+    assert vectors.shape == (5, fake_openai.dimensions)
+    assert abs(float((vectors**2).sum(axis=1).max()) - 1.0) < 1e-5
+    assert backend.model_id == "openai:fake-embed"
+
+
+def test_openai_embeddings_retry_with_backoff_then_succeed(fake_openai):
+    fake_openai.fail_next = [503, 429]
+    backend = OpenAIEmbeddings(model="fake-embed", base_url=fake_openai.base_url, max_retries=3)
+    assert backend.compute(["sencha"]).shape == (1, fake_openai.dimensions)
+    assert len(fake_openai.requests) == 3
+
+
+def test_openai_embeddings_unreachable_is_a_clear_error():
+    backend = OpenAIEmbeddings(model="fake-embed", base_url="http://127.0.0.1:9/v1", max_retries=1, timeout=2)
+    with pytest.raises(EmbeddingUnavailable, match=r"Cannot reach the embeddings server at http://127\.0\.0\.1:9/v1"):
+        backend.compute(["sencha"])
+
+
+@pytest.mark.django_db
+def test_a_new_embedding_model_requires_a_rebuild(client, articles, fake_openai):
+    openai_settings = {
+        "INDEX_ON_SAVE": "sync",
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {"model": "fake-embed", "base_url": fake_openai.base_url, "max_retries": 0},
+    }
+    body = json.dumps({"capability": "content_search", "query": "How do I cold brew tea?"})
+    with override_settings(AGENT_HANDSHAKE=openai_settings):
+        response = client.post("/agent/converse", body, content_type="application/json")
+        assert response.status_code == 503
+        assert response.json()["code"] == "unavailable"
+        assert "agent_reindex --rebuild" in response.json()["message"]
+        with pytest.raises(CommandError, match="--rebuild"):
+            call_command("agent_reindex", "--model", "testapp.article", stdout=StringIO())
+        out = StringIO()
+        call_command("agent_reindex", "--rebuild", stdout=out)
+        assert "Dropped every passage" in out.getvalue()
+        index = EmbeddingIndex.objects.get()
+        assert (index.model_id, index.dimensions) == ("openai:fake-embed", fake_openai.dimensions)
+        assert {len(p.embedding) for p in Passage.objects.all()} == {fake_openai.dimensions}
+        response = client.post("/agent/converse", body, content_type="application/json")
+        assert response.status_code == 200, response.content
+        assert response.json()["response"]["sources"][0]["url"] == "/articles/cold-brew/"
