@@ -99,7 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "TEXT_RANK_NORMALIZATION": 0,
     # Full-text query words found in more than this share of passages are dropped; at most this many are used.
     "MAX_TERM_SHARE": 0.2,
-    "MAX_QUERY_TERMS": 12,
+    "MAX_QUERY_TERMS": 64,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,
     # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from io import StringIO
+from itertools import pairwise
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -39,11 +40,11 @@ def test_markdown_structure_and_overlap():
         + "\n\n```\n# not a heading, code\n```\n\n## Leaves\n\nUse whole leaves."
     )
     passages = split_markdown(markdown, max_words=80, overlap_words=15)
-    assert passages[0].heading == "" and passages[0].text == "Intro paragraph."
+    assert (passages[0].heading, passages[0].text) == ("", "Intro paragraph.")
     water = [p for p in passages if p.heading == "Brewing > Water"]
     assert len(water) >= 3
     assert all(len(p.text.split()) <= 80 + 15 for p in water)
-    for before, after in zip(water, water[1:], strict=False):  # neighbours share a sentence
+    for before, after in pairwise(water):  # neighbours share a sentence
         assert before.text.split(". ")[-1].rstrip(".") in after.text
     assert any("# not a heading" in p.text for p in passages)
     assert passages[-1].heading == "Brewing > Leaves"

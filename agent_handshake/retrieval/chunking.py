@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 FENCE = re.compile(r"^(```|~~~)")
@@ -111,6 +112,6 @@ def split_markdown(markdown: str, *, max_words: int = 160, overlap_words: int = 
 
 def _join(pieces: list[tuple[int, str]]) -> str:
     text = pieces[0][1]
-    for (previous, _), (number, piece) in zip(pieces, pieces[1:], strict=False):
+    for (previous, _), (number, piece) in pairwise(pieces):
         text += (" " if number == previous else "\n\n") + piece
     return text
