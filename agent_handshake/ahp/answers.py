@@ -13,7 +13,6 @@ from __future__ import annotations
 import abc
 import hashlib
 import logging
-import os
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from ..compat import openai_client
 from ..conf import SETTING_NAME, app_settings
 
 logger = logging.getLogger(__name__)
@@ -219,18 +219,9 @@ class OpenAIAnswerer(AnswerBackend):
         timeout: float = 30.0,
         max_retries: int = 2,
     ) -> None:
-        import openai
-
         self.model = model
         self.temperature = temperature
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        self._openai = openai
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+        self._openai, self._client, self.base_url = openai_client(base_url, api_key, timeout, max_retries)
 
     def answer(self, question: str, evidence: Sequence[Evidence], max_tokens: int, site_name: str) -> GeneratedAnswer:
         if not evidence:

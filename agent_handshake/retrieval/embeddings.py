@@ -23,6 +23,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from ..compat import openai_client
 from ..conf import SETTING_NAME, app_settings
 
 _caches: dict[str, tuple[OrderedDict[str, np.ndarray], threading.Lock]] = {}
@@ -148,7 +149,7 @@ class OpenAIEmbeddings(EmbeddingBackend):
         max_retries: int = 4,
     ) -> None:
         try:
-            import openai
+            self._openai, self._client, self.base_url = openai_client(base_url, api_key, timeout, max_retries)
         except ImportError as exc:
             raise EmbeddingUnavailable(
                 "The openai embedding backend needs the openai package: pip install 'django-agent-handshake[openai]'"
@@ -156,15 +157,7 @@ class OpenAIEmbeddings(EmbeddingBackend):
         self.model = model
         self.model_id = f"openai:{model}"
         self.batch_size = batch_size
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self._requested_dimensions = dimensions
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            timeout=timeout,
-            max_retries=max_retries,
-        )
-        self._openai = openai
         self._dimensions = dimensions
 
     @property
