@@ -39,6 +39,7 @@ def grow_passages(target: int, rng: np.random.Generator) -> None:
     """Copy the indexed passages (with noisy vectors) until there are ``target`` of them."""
     from django.contrib.postgres.search import SearchVector
     from django.db import connection
+    from django.db.models import Max
 
     from agent_handshake.conf import app_settings
     from agent_handshake.models import Passage
@@ -54,7 +55,7 @@ def grow_passages(target: int, rng: np.random.Generator) -> None:
     )
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(384)}")
-    copy = count // len(originals)
+    copy = Passage.objects.aggregate(top=Max("position"))["top"] // 1000 + 1
     config = app_settings.SEARCH_CONFIG
     while count < target:
         batch = originals[: min(len(originals), target - count)]

@@ -446,3 +446,16 @@ def test_model_unreachable_falls_back_to_extractive(client, demo, fake_openai):
     assert response.status_code == 200
     assert body["meta"]["guardrail"] == "model_unavailable"
     assert body["response"]["answer"]
+
+
+def test_extractive_answer_never_repeats_a_sentence():
+    from agent_handshake.ahp.answers import Evidence, ExtractiveAnswerer
+
+    shared = "Gyokuro is brewed at 50 to 60 °C with plenty of leaf."
+    evidence = [
+        Evidence(1, "Gyokuro", "/gyokuro/", "", f"{shared} It is shaded for three weeks."),
+        Evidence(1, "Gyokuro", "/gyokuro/", "", f"It is shaded for three weeks. {shared}"),  # the overlap
+    ]
+    answer = ExtractiveAnswerer().answer("How is gyokuro brewed and shaded?", evidence, 300, "Site").text
+    assert answer.count("brewed at 50 to 60") == 1
+    assert answer.count("shaded for three weeks") == 1

@@ -99,11 +99,16 @@ class ExtractiveAnswerer(AnswerBackend):
         if not best or best[0][0] <= 0:
             best = sorted(scored, key=lambda row: (row[1], row[2]))  # nothing overlaps: lead of the top passage
         chosen: list[tuple[int, int, str, int]] = []
+        seen: set[str] = set()
         words = 0
         for score, order, position, sentence, source in best:
             length = len(sentence.split())
+            key = " ".join(WORD.findall(sentence.lower()))
+            if key in seen:  # overlapping passages repeat sentences
+                continue
             if chosen and (words + length > budget or score <= 0 < best[0][0]):
                 continue
+            seen.add(key)
             chosen.append((order, position, sentence, source))
             words += length
             if words >= budget:
