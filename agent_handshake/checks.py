@@ -79,6 +79,7 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "TEXT_RANK_NORMALIZATION": int,
     "MAX_TERM_SHARE": (int, float),
     "MAX_QUERY_TERMS": int,
+    "MATCH_QUERY_TERMS": int,
     "HNSW_EF_SEARCH": int,
     "MAX_REQUEST_BYTES": int,
     "SESSION_IDLE_SECONDS": int,

@@ -100,6 +100,9 @@ DEFAULTS: dict[str, Any] = {
     # Full-text query words found in more than this share of passages are dropped; at most this many are used.
     "MAX_TERM_SHARE": 0.2,
     "MAX_QUERY_TERMS": 64,
+    # Of those, the rarest this many decide which passages are ranked at all: fewer is faster on long queries
+    # (ArguAna, 300 queries: 24 words → full text 0.349 vs 0.364 nDCG@10 at 2.7x the speed).
+    "MATCH_QUERY_TERMS": 64,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,
     # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.

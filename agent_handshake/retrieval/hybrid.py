@@ -150,10 +150,13 @@ class HybridRetriever:
         score = " + ".join(f"%s * ts_rank(search_vector, %s::tsquery, {int(app_settings.TEXT_RANK_NORMALIZATION)})"
                            for _ in terms)  # fmt: skip
         score_params = [value for (_, idf), term in zip(terms, quoted, strict=True) for value in (idf, term)]
+        # Rows are matched on the rarest words only (few rows: a cheap GIN lookup) and ranked on all of them;
+        # a passage that shares only common words with the query would rank low anyway.
+        matching = " | ".join(quoted[: app_settings.MATCH_QUERY_TERMS])
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT id FROM {table} WHERE search_vector @@ %s::tsquery{where} ORDER BY {score} DESC, id LIMIT %s",
-                [" | ".join(quoted), *params, *score_params, limit],
+                [matching, *params, *score_params, limit],
             )
             return [row[0] for row in cursor.fetchall()]
 
