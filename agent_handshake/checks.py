@@ -80,6 +80,7 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "MAX_TERM_SHARE": (int, float),
     "MAX_QUERY_TERMS": int,
     "MATCH_QUERY_TERMS": int,
+    "MAX_RANKED_ROWS": int,
     "HNSW_EF_SEARCH": int,
     "MAX_REQUEST_BYTES": int,
     "SESSION_IDLE_SECONDS": int,

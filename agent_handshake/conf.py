@@ -103,6 +103,8 @@ DEFAULTS: dict[str, Any] = {
     # Of those, the rarest this many decide which passages are ranked at all: fewer is faster on long queries
     # (ArguAna, 300 queries: 24 words → full text 0.349 vs 0.364 nDCG@10 at 2.7x the speed).
     "MATCH_QUERY_TERMS": 64,
+    # Full-text matches ranked per query at most (bounds the cost on large sites; which ones is up to PostgreSQL).
+    "MAX_RANKED_ROWS": 5000,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,
     # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.

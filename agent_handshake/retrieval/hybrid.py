@@ -153,10 +153,13 @@ class HybridRetriever:
         # Rows are matched on the rarest words only (few rows: a cheap GIN lookup) and ranked on all of them;
         # a passage that shares only common words with the query would rank low anyway.
         matching = " | ".join(quoted[: app_settings.MATCH_QUERY_TERMS])
+        # At most MAX_RANKED_ROWS matches are ranked, so a query of common words on a large site costs a
+        # bounded amount of work (ts_rank reads each row's whole tsvector).
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT id FROM {table} WHERE search_vector @@ %s::tsquery{where} ORDER BY {score} DESC, id LIMIT %s",
-                [matching, *params, *score_params, limit],
+                f"SELECT id FROM (SELECT id, search_vector FROM {table} WHERE search_vector @@ %s::tsquery{where} "
+                f"LIMIT %s) AS matched ORDER BY {score} DESC, id LIMIT %s",
+                [matching, *params, app_settings.MAX_RANKED_ROWS, *score_params, limit],
             )
             return [row[0] for row in cursor.fetchall()]
 
