@@ -76,10 +76,16 @@ def test_unchanged_content_is_not_rewritten(publish, django_capture_on_commit_ca
         signals.document_indexed.disconnect(receiver)
 
 
-def test_fixture_loading_defers_to_reindex():
-    # raw saves (loaddata) do not index; the management command does.
-    Article(title="Raw", slug="raw").save_base(raw=True)
+def test_fixture_loading_defers_to_reindex(django_capture_on_commit_callbacks):
+    # raw saves (loaddata) queue no indexing; the management command does it afterwards.
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        Article(title="Raw", slug="raw").save_base(raw=True)
+    assert callbacks == []
     assert not documents_of(Article).exists()
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        Article(title="Cooked", slug="cooked").save()
+    assert len(callbacks) == 1
+    assert documents_of(Article).get().title == "Cooked"
 
 
 def test_agent_reindex_builds_updates_and_removes(publish):

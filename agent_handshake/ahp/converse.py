@@ -154,7 +154,7 @@ class ConverseView(View):
         ip = ratelimit.client_ip(request)
         if converse_request.session_id:
             try:
-                session = load_session(converse_request.session_id, capability.name)
+                session = load_session(converse_request.session_id)
             except SessionError as exc:
                 raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
         else:

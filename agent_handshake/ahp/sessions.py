@@ -29,7 +29,7 @@ def idle_timeout() -> datetime.timedelta:
     return datetime.timedelta(seconds=app_settings.SESSION_IDLE_SECONDS)
 
 
-def load_session(session_id: str, capability: str) -> ConverseSession:
+def load_session(session_id: str) -> ConverseSession:
     """The live session ``session_id``; :class:`SessionError` if it is unknown, expired or full."""
     session = ConverseSession.objects.select_for_update().filter(pk=session_id).first()
     if session is None:
