@@ -7,8 +7,13 @@ The public API::
     @agent_handshake.register(Article)
     class ArticleContent(agent_handshake.ContentConfig):
         ...
+
+    @agent_handshake.capability(description=..., action_type="query", input_schema=..., output_schema=...)
+    def order_status(invocation):
+        return agent_handshake.Outcome({...}, answer="...")
 """
 
+from .actions import ActionFailed, Deferred, Invocation, Outcome, capability
 from .registry import (
     Capability,
     ContentConfig,
@@ -25,10 +30,15 @@ is_registered = content_registry.is_registered
 register_capability = capability_registry.register
 
 __all__ = [
+    "ActionFailed",
     "Capability",
     "ContentConfig",
+    "Deferred",
+    "Invocation",
     "NotRegistered",
+    "Outcome",
     "__version__",
+    "capability",
     "capability_registry",
     "content_registry",
     "is_registered",

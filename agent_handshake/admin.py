@@ -2,13 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
+from django.utils import timezone
 
-from .models import ContentSignalOverride, Document, SiteProfile
-from .registry import content_registry
+from .models import AgentClient, ApiKey, ContentSignalOverride, DeskRequest, Document, Job, SiteProfile
+from .registry import capability_registry, content_registry
 
 
 class ContentSignalOverrideInline(admin.TabularInline):
@@ -82,3 +84,187 @@ class DocumentAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Document | None = None) -> bool:
         return False
+
+
+# --- MODE3: agent clients and their keys, jobs, the human desk --------------------------------------------------
+
+
+def scope_choices() -> list[tuple[str, str]]:
+    scopes = sorted({c.scope for c in capability_registry if c.scope})
+    return [("*", "every capability (*)")] + [(scope, scope) for scope in scopes]
+
+
+class ApiKeyForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=scope_choices,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="Capabilities this key may invoke; public capabilities need no scope.",
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["client", "name", "scopes", "expires_at", "revoked_at"]
+
+
+class ApiKeyInline(admin.TabularInline):
+    model = ApiKey
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = ("name", "key_id", "scopes", "expires_at", "revoked_at", "last_used_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # keys are issued on the API key page, which shows the secret once
+
+
+@admin.register(AgentClient)
+class AgentClientAdmin(admin.ModelAdmin):
+    list_display = ("name", "contact_email", "is_active", "created_at")
+    list_filter = ("is_active",)
+    search_fields = ("name", "contact_email")
+    inlines = [ApiKeyInline]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Issue, scope, expire and revoke keys. The secret is shown once, when the key is created."""
+
+    form = ApiKeyForm
+    list_display = ("__str__", "key_id", "scope_list", "expires_at", "revoked_at", "last_used_at")
+    list_filter = ("client", ("revoked_at", admin.EmptyFieldListFilter))
+    search_fields = ("name", "key_id", "client__name")
+    readonly_fields = ("key_id", "created_at", "last_used_at")
+    actions = ["revoke"]
+
+    @admin.display(description="scopes")
+    def scope_list(self, key: ApiKey) -> str:
+        return ", ".join(key.scopes) or "(public capabilities only)"
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key, secret = ApiKey.objects.issue(
+            obj.client, name=obj.name, scopes=list(obj.scopes or []), expires_at=obj.expires_at
+        )
+        obj.pk, obj.key_id = key.pk, key.key_id
+        messages.warning(
+            request,
+            f"The secret of {key}: {secret} — copy it now; it is not stored and cannot be shown again.",
+        )
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"{count} key(s) revoked.")
+
+
+class ReadOnlyJobMixin:
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+JOB_FIELDS = (
+    "id",
+    "capability",
+    "api_key",
+    "requesting_agent",
+    "query",
+    "input",
+    "status",
+    "progress",
+    "attempts",
+    "result",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "expires_at",
+)
+CALLBACK_FIELDS = (
+    "callback_url",
+    "callback_state",
+    "callback_attempts",
+    "callback_last_status",
+    "callback_last_error",
+    "callback_next_attempt_at",
+    "callback_delivered_at",
+)
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyJobMixin, admin.ModelAdmin):
+    """Every async job and its callback delivery, read-only."""
+
+    list_display = ("id", "capability", "status", "attempts", "created_at", "finished_at", "callback_state")
+    list_filter = ("status", "capability", "callback_state")
+    search_fields = ("id", "requesting_agent", "query")
+    date_hierarchy = "created_at"
+    fieldsets = [(None, {"fields": JOB_FIELDS}), ("Callback", {"fields": CALLBACK_FIELDS})]
+    readonly_fields = JOB_FIELDS + CALLBACK_FIELDS
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.method in ("GET", "HEAD") and super().has_change_permission(request, obj)
+
+
+class DeskAnswerForm(forms.ModelForm):
+    operator_answer = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8}),
+        required=True,
+        help_text="Sent to the agent as the answer, by poll and callback.",
+    )
+
+    class Meta:
+        model = DeskRequest
+        fields = ["operator_answer"]
+
+
+@admin.register(DeskRequest)
+class DeskRequestAdmin(ReadOnlyJobMixin, admin.ModelAdmin):
+    """The human desk: requests escalated by agents, waiting ones first. Saving an answer completes the job."""
+
+    form = DeskAnswerForm
+    list_display = ("created_at", "capability", "short_message", "status", "expires_at", "answered_by")
+    list_filter = ("status",)
+    search_fields = ("query", "requesting_agent")
+    readonly_fields = ("capability", "requesting_agent", "message", "input", "status", "created_at", "expires_at")
+    fields = (*readonly_fields, "operator_answer")
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).filter(needs_operator=True).order_by("-status", "created_at")
+
+    @admin.display(description="message")
+    def message(self, job: Job) -> str:
+        return job.input.get("message") or job.query
+
+    @admin.display(description="message")
+    def short_message(self, job: Job) -> str:
+        return (job.input.get("message") or job.query)[:80]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is not None and obj.status != Job.Status.WAITING:
+            return self.fields  # answered or expired: nothing left to do
+        return self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: DeskRequest, form: Any, change: bool) -> None:
+        from .actions import ActionFailed
+        from .desk import operator_outcome
+        from .jobs import complete_waiting
+
+        answer = form.cleaned_data.get("operator_answer")
+        if not answer:  # the form had no answer field: the request was answered or expired meanwhile
+            messages.error(request, f"This request is {obj.get_status_display()}; it takes no answer.")
+            return
+        operator = request.user.get_full_name() or request.user.get_username()
+        try:
+            complete_waiting(obj.pk, operator_outcome(answer, operator))
+        except ActionFailed as exc:
+            messages.error(request, exc.message)
+            return
+        DeskRequest.objects.filter(pk=obj.pk).update(operator_answer=answer, answered_by=request.user)
+        messages.success(request, "The answer was sent to the agent.")

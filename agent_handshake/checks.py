@@ -17,6 +17,7 @@
 ``agent_handshake.W004``  ``agent_handshake.urls`` is not included in the URLconf
 ``agent_handshake.E011``  the embedding backend cannot be imported, or its model package is not installed
 ``agent_handshake.E012``  the answer backend cannot be imported, or the ``openai`` package is not installed
+``agent_handshake.W005``  outside DEBUG, callbacks may reach private networks or plain HTTP (test settings)
 =====================  ====================================================================================
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import jsonschema
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.urls import NoReverseMatch, reverse
@@ -45,7 +47,7 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "SITE_NAME": str,
     "SITE_DESCRIPTION": str,
     "DEFAULT_CONTENT_SIGNALS": dict,
-    "AUTHENTICATION": str,
+    "AUTHENTICATION": (str, type(None)),
     "RATE_LIMITS": dict,
     "AUTODISCOVER_MODULE": str,
     "CACHE_ALIAS": str,
@@ -92,6 +94,23 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "ANSWER_CACHE_TIMEOUT": (int, type(None)),
     "AGENT_RATE_LIMIT": str,
     "DAILY_TOKEN_BUDGET_PER_IP": int,
+    "SIGNATURE_MAX_SKEW": int,
+    "ACTION_RATE_LIMIT": str,
+    "IDEMPOTENCY_TTL": int,
+    "JOB_ETA_SECONDS": int,
+    "JOB_MAX_ATTEMPTS": int,
+    "JOB_RECOVERY_SECONDS": int,
+    "JOB_RETENTION_SECONDS": int,
+    "DESK_TIMEOUT_SECONDS": int,
+    "DESK_NOTIFY_EMAILS": (list, tuple),
+    "CALLBACK_MAX_ATTEMPTS": int,
+    "CALLBACK_BACKOFF_SECONDS": (int, float),
+    "CALLBACK_BACKOFF_MAX_SECONDS": (int, float),
+    "CALLBACK_REQUIRE_HTTPS": (bool, type(None)),
+    "CALLBACK_ALLOWED_NETWORKS": (list, tuple),
+    "CALLBACK_CONNECT_TIMEOUT": (int, float),
+    "CALLBACK_READ_TIMEOUT": (int, float),
+    "CALLBACK_MAX_RESPONSE_BYTES": int,
 }
 
 
@@ -133,7 +152,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 def _check_setting_values() -> list[Error]:
     errors = []
-    if app_settings.AUTHENTICATION not in AUTHENTICATION_SCHEMES:
+    if app_settings.AUTHENTICATION is not None and app_settings.AUTHENTICATION not in AUTHENTICATION_SCHEMES:
         errors.append(
             _setting_error(
                 "AUTHENTICATION",
@@ -295,6 +314,16 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         bad_types = [t for t in capability.response_types if not TYPE_PATTERN.match(t)]
         if not capability.response_types or bad_types:
             problems.append("its response_types must be a non-empty list of AHP content types")
+        for label, schema in (("input_schema", capability.input_schema), ("output_schema", capability.output_schema)):
+            if schema is not None:
+                try:
+                    jsonschema.Draft7Validator.check_schema(schema)
+                except jsonschema.SchemaError as exc:
+                    problems.append(f"its {label} is not a valid JSON Schema ({exc.message})")
+        if capability.rate_limit is not None and not RATE.match(str(capability.rate_limit)):
+            problems.append(f'its rate_limit {capability.rate_limit!r} is not "N/period"')
+        if capability.action_type is not None and capability.handler is None:
+            problems.append("it has no handler")
         if len(capability.description) > 256:
             problems.append("its description must be at most 256 characters")
         if problems:
@@ -305,14 +334,14 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 )
             )
         if capability.action_type in ("action", "async") and (
-            app_settings.AUTHENTICATION == "none" or not capability.scope
+            app_settings.AUTHENTICATION == "none" or not capability.scope or not capability.requires_auth
         ):
             errors.append(
                 Error(
                     f"Capability {capability.name!r} is an {capability.action_type!r} capability that could be "
                     "invoked without authentication.",
-                    hint="AHP §5.3: set AGENT_HANDSHAKE['AUTHENTICATION'] to a scheme other than 'none' and give "
-                    "the capability a scope.",
+                    hint="AHP §5.3: leave AGENT_HANDSHAKE['AUTHENTICATION'] unset (or name a scheme other than "
+                    "'none') and give the capability a scope.",
                     id="agent_handshake.E009",
                 )
             )
@@ -401,3 +430,23 @@ def check_backends(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             except ImportError as exc:
                 errors.append(Error(f"ANSWER_BACKEND {answer!r} cannot be imported: {exc}", id="agent_handshake.E012"))
     return errors
+
+
+@register(Tags.security)
+def check_callbacks(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    if settings.DEBUG:
+        return []
+    problems = []
+    if app_settings.CALLBACK_ALLOWED_NETWORKS:
+        problems.append(f"CALLBACK_ALLOWED_NETWORKS lets callbacks reach {app_settings.CALLBACK_ALLOWED_NETWORKS}")
+    if app_settings.CALLBACK_REQUIRE_HTTPS is False:
+        problems.append("CALLBACK_REQUIRE_HTTPS is False")
+    if not problems:
+        return []
+    return [
+        Warning(
+            "Async callbacks are less protected than they should be outside DEBUG: " + "; ".join(problems) + ".",
+            hint="These settings exist for test suites; remove them in production (SSRF, AHP §13).",
+            id="agent_handshake.W005",
+        )
+    ]

@@ -30,8 +30,9 @@ DEFAULTS: dict[str, Any] = {
         "search": True,
         "attribution_required": True,
     },
-    # Manifest "authentication": "none", "bearer", "api_key" or "signed_request" (AHP §8.2).
-    "AUTHENTICATION": "none",
+    # Manifest "authentication" (AHP §8.2): "none", "bearer", "api_key" or "signed_request". None: "bearer" once
+    # a capability needs credentials, else "none". All three schemes are accepted whatever it says.
+    "AUTHENTICATION": None,
     # Published in the manifest as "rate_limits" (AHP §11.5); "rate_limit" is the unauthenticated "requests".
     "RATE_LIMITS": {
         "unauthenticated": {"requests": "30/minute", "token_budget": "5000/session"},
@@ -124,6 +125,36 @@ DEFAULTS: dict[str, Any] = {
     "AGENT_RATE_LIMIT": "30/minute",
     # LLM tokens one IP may spend per day (the per-session budget is RATE_LIMITS' token_budget).
     "DAILY_TOKEN_BUDGET_PER_IP": 100000,
+    # MODE3 (AHP §5.3, §8, §9). Signed requests: accepted clock skew (seconds) and replay window.
+    "SIGNATURE_MAX_SKEW": 300,
+    # Per API key and capability for "action" and "async" capabilities without a rate_limit of their own (§11.2).
+    "ACTION_RATE_LIMIT": "30/minute",
+    # How long the first response to an Idempotency-Key is kept (seconds).
+    "IDEMPOTENCY_TTL": 86400,
+    # Async jobs: the eta announced when a capability gives none, how often a job is tried before it fails,
+    # after how long an unfinished job that no live worker holds is sent again, how long finished jobs are kept.
+    "JOB_ETA_SECONDS": 30,
+    "JOB_MAX_ATTEMPTS": 3,
+    "JOB_RECOVERY_SECONDS": 30,
+    "JOB_RETENTION_SECONDS": 7 * 86400,
+    # The human desk: how long an escalation waits for an operator before it expires, and who is emailed
+    # (empty: the project's MANAGERS).
+    "DESK_TIMEOUT_SECONDS": 86400,
+    "DESK_NOTIFY_EMAILS": [],
+    # Callback delivery: attempts, and the exponential backoff between them (full jitter), in seconds.
+    "CALLBACK_MAX_ATTEMPTS": 6,
+    "CALLBACK_BACKOFF_SECONDS": 2,
+    "CALLBACK_BACKOFF_MAX_SECONDS": 600,
+    # Callback URLs given by agents (AHP §9, §13) are checked against SSRF before every delivery
+    # (agent_handshake/callbacks.py). HTTPS required: None means "unless settings.DEBUG"; True/False force it.
+    "CALLBACK_REQUIRE_HTTPS": None,
+    # CIDR networks a callback may reach although they are private or loopback. FOR TESTS ONLY (a test receiver
+    # on 127.0.0.1): whatever is listed here, any agent that submits a callback URL can make the server call.
+    "CALLBACK_ALLOWED_NETWORKS": [],
+    # Seconds to connect (TCP and TLS), seconds for the whole response, and the most of its body that is read.
+    "CALLBACK_CONNECT_TIMEOUT": 3,
+    "CALLBACK_READ_TIMEOUT": 5,
+    "CALLBACK_MAX_RESPONSE_BYTES": 65536,
 }
 
 # Settings that hold dotted paths resolved with import_string.

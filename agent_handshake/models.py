@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
@@ -245,3 +246,217 @@ class ConverseSession(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+# --- MODE3: agent clients, API keys, jobs ------------------------------------------------------------------------
+
+
+class AgentClient(models.Model):
+    """A visiting agent (or the organisation running it) that the site has issued credentials to."""
+
+    name = models.CharField(_("name"), max_length=128, unique=True)
+    contact_email = models.EmailField(_("contact email"), blank=True)
+    description = models.TextField(_("notes"), blank=True)
+    is_active = models.BooleanField(_("active"), default=True, help_text=_("Inactive clients' keys are refused."))
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("agent client")
+        verbose_name_plural = _("agent clients")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKeyManager(models.Manager["ApiKey"]):
+    def issue(
+        self,
+        client: AgentClient,
+        *,
+        name: str = "",
+        scopes: list[str] | None = None,
+        expires_at: Any = None,
+        key_id: str | None = None,
+        salt: str | None = None,
+    ) -> tuple[ApiKey, str]:
+        """Create a key and return it with its secret, which is not stored and cannot be shown again.
+
+        ``key_id`` and ``salt`` are random unless given (the demo passes fixed ones so its key is reproducible).
+        """
+        from .ahp import keys
+
+        key = self.model(
+            client=client,
+            name=name,
+            key_id=key_id or keys.new_key_id(),
+            salt=salt or keys.new_salt(),
+            scopes=list(scopes if scopes is not None else ["*"]),
+            expires_at=expires_at,
+        )
+        secret = keys.derive_secret(key.key_id, key.salt)
+        key.secret_hash = keys.hash_secret(secret)
+        key.save()
+        return key, secret
+
+
+class ApiKey(models.Model):
+    """A credential of an :class:`AgentClient` (AHP §8.2): ``bearer``, ``api_key`` or ``signed_request``.
+
+    Only a SHA-256 hash of the secret is stored. The secret is derived from ``SECRET_KEY``, the key id and a
+    random salt, so the server can recompute it to check request signatures and to sign callbacks, while a copy
+    of the database alone reveals no usable secret (see ``agent_handshake/ahp/keys.py``).
+    """
+
+    client = models.ForeignKey(AgentClient, on_delete=models.CASCADE, related_name="keys", verbose_name=_("client"))
+    name = models.CharField(_("name"), max_length=128, blank=True)
+    key_id = models.CharField(_("key id"), max_length=32, unique=True, editable=False)
+    salt = models.CharField(max_length=64, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    scopes = models.JSONField(
+        _("scopes"), default=list, blank=True, help_text=_('Capability scopes this key may use; "*" for all.')
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    expires_at = models.DateTimeField(_("expires at"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
+    last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True, editable=False)
+
+    objects = ApiKeyManager()
+
+    class Meta:
+        verbose_name = _("API key")
+        verbose_name_plural = _("API keys")
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.client} · {self.name or self.key_id}"
+
+    def refusal(self, now: Any) -> str | None:
+        """Why the key cannot be used now, or None."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        if not self.client.is_active:
+            return "client inactive"
+        return None
+
+    def allows(self, scope: str | None) -> bool:
+        return scope is None or "*" in self.scopes or scope in self.scopes
+
+
+class Job(models.Model):
+    """One invocation of an ``async`` capability (AHP §6.4, §9), from acceptance to its final state.
+
+    The row is the job: the Celery message only says "run job X", so a lost message or a killed worker loses
+    nothing (``recover_jobs`` sends it again), and the row lock held while the job runs keeps two workers from
+    both finishing it.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("queued")
+        RUNNING = "running", _("running")
+        WAITING = "waiting", _("waiting for an operator")
+        SUCCESS = "success", _("success")
+        FAILED = "failed", _("failed")
+        EXPIRED = "expired", _("expired")
+
+    class Callback(models.TextChoices):
+        NONE = "", _("no callback")
+        PENDING = "pending", _("to deliver")
+        DELIVERED = "delivered", _("delivered")
+        FAILED = "failed", _("gave up")
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
+    FINAL = (Status.SUCCESS, Status.FAILED, Status.EXPIRED)
+
+    id = models.CharField(primary_key=True, max_length=64, default=_session_id, editable=False)
+    capability = models.CharField(_("capability"), max_length=64)
+    api_key = models.ForeignKey(ApiKey, null=True, on_delete=models.SET_NULL, related_name="jobs")
+    requesting_agent = models.CharField(_("requesting agent"), max_length=128, blank=True)
+    query = models.TextField(_("query"), blank=True)
+    input = models.JSONField(_("input"), default=dict, blank=True)
+    status = models.CharField(_("status"), max_length=10, choices=Status.choices, default=Status.QUEUED)
+    progress = models.CharField(_("progress"), max_length=255, blank=True)
+    #: The negotiated response type (§6.6), and the type it fell back from.
+    content_type = models.CharField(max_length=100, default="text/answer")
+    fallback_from = models.CharField(max_length=100, blank=True)
+    eta_seconds = models.PositiveIntegerField(null=True, blank=True)
+    #: The success ``response`` object (content_type, answer, payload...) and its ``meta``.
+    result = models.JSONField(null=True, blank=True)
+    #: {"code", "message"} of a failed job.
+    error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    needs_operator = models.BooleanField(_("for the human desk"), default=False)
+    operator_answer = models.TextField(_("operator's answer"), blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    expires_at = models.DateTimeField(_("expires at"), null=True, blank=True)
+
+    callback_url = models.CharField(_("callback URL"), max_length=2048, blank=True)
+    callback_state = models.CharField(
+        _("callback"), max_length=10, choices=Callback.choices, default=Callback.NONE, blank=True
+    )
+    callback_attempts = models.PositiveIntegerField(default=0)
+    callback_last_status = models.PositiveIntegerField(null=True, blank=True)
+    callback_last_error = models.CharField(max_length=255, blank=True)
+    callback_next_attempt_at = models.DateTimeField(null=True, blank=True)
+    callback_delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("agent job")
+        verbose_name_plural = _("agent jobs")
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "updated_at"], name="agent_job_status_idx"),
+            models.Index(fields=["callback_state", "callback_next_attempt_at"], name="agent_job_callback_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.capability} · {self.id}"
+
+    @property
+    def public_status(self) -> str:
+        """The §9.2 status: queued, running and waiting are all ``pending`` to the agent."""
+        return "pending" if self.status in self.ACTIVE else self.status
+
+
+class DeskRequest(Job):
+    """The human desk: jobs of escalation capabilities, which an operator answers in the admin."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("human desk request")
+        verbose_name_plural = _("human desk")
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a request sent with an ``Idempotency-Key`` header, per API key."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    status_code = models.PositiveIntegerField()
+    body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["api_key", "key"], name="agent_idempotency_unique")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class SeenSignature(models.Model):
+    """Signatures of signed requests already accepted, kept for the clock-skew window (the replay cache)."""
+
+    signature = models.CharField(max_length=64, primary_key=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return self.signature

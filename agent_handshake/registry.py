@@ -210,8 +210,24 @@ class Capability:
     models: tuple[str, ...] = ()
     #: Whether the concierge may answer an ambiguous query with a clarification question (§6.3).
     clarify: bool = False
+    #: MODE3: how a free-text query maps to ``input_schema`` fields, on top of what the schema itself allows
+    #: (``enum`` values, ``pattern``s, dates, emails): a callable ``query -> {field: value}``.
+    extract: Callable[[str], dict[str, Any]] | None = field(default=None, repr=False)
+    #: MODE3 ``async``: the ``eta_seconds`` announced on acceptance (None: the JOB_ETA_SECONDS setting).
+    eta_seconds: int | None = None
+    #: MODE2: ``handler(ConverseContext) -> Reply | Clarification``. MODE3: ``handler(Invocation) -> Outcome``
+    #: (or ``Deferred`` for an async job that something else completes, like the human desk).
     handler: Callable[..., Any] | None = field(default=None, repr=False)
     available: Callable[[], bool] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.action_type in ("action", "async") and self.scope is None:
+            self.scope = self.name  # side effects always need credentials; the scope defaults to the name
+
+    @property
+    def requires_auth(self) -> bool:
+        """``action``/``async`` capabilities always do (§5.3); others when they declare a scope."""
+        return self.action_type in ("action", "async") or self.scope is not None
 
     def is_available(self) -> bool:
         return self.available() if self.available else True
@@ -232,6 +248,8 @@ class Capability:
             entry["input_schema"] = self.input_schema
         if self.output_schema is not None:
             entry["output_schema"] = self.output_schema
+        if self.requires_auth:
+            entry["auth_required"] = True  # the spec's newer text; the published 0.1 schema lacks it (NOTES.md)
         return entry
 
 

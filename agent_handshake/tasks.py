@@ -37,3 +37,36 @@ def cleanup_sessions() -> int:
     from .ahp.sessions import delete_expired_sessions
 
     return delete_expired_sessions()
+
+
+@shared_task(name="agent_handshake.run_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_job(job_id: str) -> str:
+    """Run an async capability's job (see :mod:`agent_handshake.jobs` for why running it twice is safe)."""
+    from .jobs import run
+
+    return run(job_id)
+
+
+@shared_task(
+    name="agent_handshake.deliver_callback",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    max_retries=None,  # the attempt count lives on the job (CALLBACK_MAX_ATTEMPTS)
+)
+def deliver_callback(self, job_id: str) -> None:
+    """One callback attempt; schedules the next one, with backoff, when it must be retried."""
+    from .jobs import deliver_callback as deliver
+
+    countdown = deliver(job_id)
+    if countdown is not None:
+        self.apply_async((job_id,), countdown=countdown)
+
+
+@shared_task(name="agent_handshake.recover_jobs", ignore_result=True)
+def recover_jobs() -> dict[str, int]:
+    """Re-send jobs and callbacks whose messages were lost, expire unanswered desk requests, purge old rows."""
+    from .jobs import recover
+
+    return recover()

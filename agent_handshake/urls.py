@@ -9,6 +9,7 @@ Every path the app serves, in one place:
 ``/robots.txt``                         robots.txt with content signals, if ``SERVE_ROBOTS_TXT``
 ``<object url>.md``                     an object's markdown version (served by the middleware)
 ``POST /agent/converse``                AHP MODE2/MODE3 questions and capabilities (``agent_handshake:converse``)
+``GET /agent/converse/status/<id>``     an async job's status (``agent_handshake:converse_status``)
 ======================================  =========================================================
 """
 
@@ -16,6 +17,7 @@ from django.urls import path
 
 from . import views
 from .ahp.converse import ConverseView
+from .ahp.invoke import JobStatusView
 
 app_name = "agent_handshake"
 
@@ -25,4 +27,5 @@ urlpatterns = [
     path("llms-full.txt", views.LlmsFullTxtView.as_view(), name="llms_full_txt"),
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
     path("agent/converse", ConverseView.as_view(), name="converse"),
+    path("agent/converse/status/<str:session_id>", JobStatusView.as_view(), name="converse_status"),
 ]

@@ -18,7 +18,14 @@ def main() -> int:
     failed = 0
     # bench_retrieval_quality.py takes a BEIR set as arguments (README); bench_converse_load.py uses the
     # database bench_converse.py leaves, so it runs after it.
-    order = ["bench_middleware", "bench_documents", "bench_llms_full", "bench_converse", "bench_converse_load"]
+    order = [
+        "bench_middleware",
+        "bench_documents",
+        "bench_llms_full",
+        "bench_converse",
+        "bench_converse_load",
+        "bench_jobs",
+    ]
     for script in (HERE / f"{name}.py" for name in order):
         if wanted and not any(word in script.stem for word in wanted):
             continue

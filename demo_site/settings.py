@@ -101,4 +101,6 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "agent-handshake-cleanup-sessions": {"task": "agent_handshake.cleanup_sessions", "schedule": 300.0},
+    # Re-sends async jobs and callbacks whose messages were lost, expires unanswered desk requests.
+    "agent-handshake-recover-jobs": {"task": "agent_handshake.recover_jobs", "schedule": 15.0},
 }

@@ -166,9 +166,14 @@ def test_e009_action_capability_without_authentication(registries, settings):
             input_schema=schema,
             output_schema=schema,
             scope="bookings",
+            handler=lambda invocation: {},
         )
     )
-    assert ids(checks.check_capabilities()) == ["agent_handshake.E009"]  # AUTHENTICATION is "none"
+    assert checks.check_capabilities() == []  # AUTHENTICATION unset: the manifest says "bearer"
+    settings.AGENT_HANDSHAKE = {"AUTHENTICATION": "none"}  # every action/async capability is refused
+    errors = checks.check_capabilities()
+    assert set(ids(errors)) == {"agent_handshake.E009"}
+    assert any("'book'" in error.msg for error in errors)
     settings.AGENT_HANDSHAKE = {"AUTHENTICATION": "api_key"}
     assert checks.check_capabilities() == []
     agent_handshake.capability_registry.get("book").scope = None
@@ -212,3 +217,35 @@ def test_e012_answer_backend():
         assert ids(checks.check_backends()) == ["agent_handshake.E012"]
     with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.ahp.answers.OpenAIAnswerer"}):
         assert checks.check_backends() == []
+
+
+def test_e008_mode3_schemas_rate_limit_and_handler(registries):
+    agent_handshake.register_capability(
+        Capability(
+            name="quote",
+            description="A quote",
+            mode="MODE3",
+            action_type="query",
+            input_schema={"type": "objekt"},
+            output_schema={"type": "object"},
+            rate_limit="lots",
+        )
+    )
+    errors = checks.check_capabilities()
+    assert ids(errors) == ["agent_handshake.E008"]
+    assert "input_schema is not a valid JSON Schema" in errors[0].msg
+    assert "rate_limit 'lots'" in errors[0].msg
+    assert "no handler" in errors[0].msg
+
+
+def test_w005_test_only_callback_settings_outside_debug(settings):
+    settings.DEBUG = False
+    settings.AGENT_HANDSHAKE = {"CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"]}
+    assert ids(checks.check_callbacks()) == ["agent_handshake.W005"]
+    settings.AGENT_HANDSHAKE = {"CALLBACK_REQUIRE_HTTPS": False}
+    assert ids(checks.check_callbacks()) == ["agent_handshake.W005"]
+    settings.AGENT_HANDSHAKE = {}
+    assert checks.check_callbacks() == []
+    settings.DEBUG = True
+    settings.AGENT_HANDSHAKE = {"CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"]}
+    assert checks.check_callbacks() == []

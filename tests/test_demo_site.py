@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from io import StringIO
 
-import jsonschema
 import pytest
 from django.core.management import call_command
 
@@ -14,6 +13,7 @@ from demo_site.blog.models import Post
 from demo_site.pages.models import Page
 from demo_site.shop.models import Order, Product
 from demo_site.videos.models import Video
+from tests.ahp import assert_valid_manifest
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +55,7 @@ def test_every_demo_page_is_discoverable(client, demo):
 
 def test_demo_manifest_and_llms_txt(client, demo, ahp_schemas):
     manifest = client.get("/.well-known/agent.json").json()
-    jsonschema.Draft7Validator(ahp_schemas["manifest"]).validate(manifest)
+    assert_valid_manifest(manifest, ahp_schemas)
     names = {capability["name"] for capability in manifest["capabilities"]}
     assert {"site_info", "content_search", "get_video", "get_product"} <= names
     llms = client.get("/llms.txt").content.decode()

@@ -54,4 +54,4 @@ def test_pages_errors_and_negotiation_over_http(live_server):
     assert body.decode().startswith("# Over the wire\n")
 
     status, headers, body = fetch(live_server.url + "/articles/wire/", Accept="application/agent+json")
-    assert json.loads(body)["modes"] == ["MODE1", "MODE2"]
+    assert json.loads(body)["modes"] == ["MODE1", "MODE2", "MODE3"]

@@ -10,6 +10,7 @@ from django.utils.http import http_date
 
 from agent_handshake.models import ContentSignalOverride, SiteProfile
 from agent_handshake.registry import Capability
+from tests.ahp import assert_valid_manifest
 from tests.testapp.models import Article
 
 pytestmark = pytest.mark.django_db
@@ -32,10 +33,11 @@ def test_manifest_validates_against_the_published_schema(client, ahp_schemas):
     make_profile()
     response, manifest = get_manifest(client)
     assert response["Content-Type"] == "application/json"
-    jsonschema.Draft7Validator(ahp_schemas["manifest"]).validate(manifest)
+    assert_valid_manifest(manifest, ahp_schemas)
     assert manifest["ahp"] == "0.1"
-    # Registered content makes the site MODE2: site_info, content_search and one get_<model> per rich type.
-    assert manifest["modes"] == ["MODE1", "MODE2"]
+    # Registered content makes the site MODE2: site_info, content_search and one get_<model> per rich type;
+    # the demo shop's declared capabilities make it MODE3.
+    assert manifest["modes"] == ["MODE1", "MODE2", "MODE3"]
     assert manifest["endpoints"] == {"content": "/llms.txt", "converse": "/agent/converse"}
     names = [capability["name"] for capability in manifest["capabilities"]]
     assert names.index("site_info") < names.index("content_search")
@@ -56,7 +58,7 @@ def test_manifest_is_built_from_profile_signals_and_settings(client):
         "search": False,
         "attribution_required": True,
     }
-    assert manifest["authentication"] == "none"
+    assert manifest["authentication"] == "bearer"  # unset: capabilities here need credentials
     # Both forms of the rate limits, as NOTES.md decides: §4.3's string and §11.5's object.
     assert manifest["rate_limit"] == "30/minute"
     assert manifest["rate_limits"]["authenticated"]["requests"] == "120/minute"
@@ -96,7 +98,7 @@ def test_contact_capability_is_offered_once_the_profile_has_contact_details(
         "mode": "MODE1",
         "response_types": ["application/data", "text/answer"],
     }
-    jsonschema.Draft7Validator(ahp_schemas["manifest"]).validate(manifest)
+    assert_valid_manifest(manifest, ahp_schemas)
 
 
 def test_registered_capabilities_drive_modes_and_entries(client, registries, ahp_schemas):
@@ -110,18 +112,24 @@ def test_registered_capabilities_drive_modes_and_entries(client, registries, ahp
             accept_fallback=True,
         )
     )
+    for capability in list(capabilities):  # only this test's MODE2 capability and the built-in ones
+        if capability.mode == "MODE3":
+            capabilities.unregister(capability.name)
     _, manifest = get_manifest(client)
     assert manifest["modes"] == ["MODE1", "MODE2"]
+    assert manifest["authentication"] == "none"
+    assert manifest["async"] == {"supported": False}
     entry = next(c for c in manifest["capabilities"] if c["name"] == "get_video")
     assert entry["accept_fallback"] is True
     assert entry["response_types"] == ["media/video", "text/answer"]
-    jsonschema.Draft7Validator(ahp_schemas["manifest"]).validate(manifest)
+    assert_valid_manifest(manifest, ahp_schemas)
 
 
 def test_known_schema_deviation_unknown_keys_are_rejected_by_the_schema(ahp_schemas):
     """NOTES.md: the published schema forbids keys the spec's newer text adds (``integrations``, a
-    capability's ``auth_required``). We emit them only once those integrations exist; this test keeps the
-    deviation visible so it is not mistaken for a bug in our manifest."""
+    capability's ``auth_required``). We emit ``integrations`` only once those integrations exist, and
+    ``auth_required`` on capabilities that need credentials (tests/ahp.py sets exactly that key aside when
+    validating); this test keeps the deviation visible so it is not mistaken for a bug in our manifest."""
     validator = jsonschema.Draft7Validator(ahp_schemas["manifest"])
     base = {"ahp": "0.1", "modes": ["MODE1"], "content_signals": {"ai_input": True}}
     assert validator.is_valid(base)
@@ -220,4 +228,4 @@ def test_long_profile_text_is_cut_to_the_schema_limits(client, ahp_schemas):
     _, manifest = get_manifest(client)
     assert len(manifest["name"]) <= 128
     assert len(manifest["description"]) <= 512
-    jsonschema.Draft7Validator(ahp_schemas["manifest"]).validate(manifest)
+    assert_valid_manifest(manifest, ahp_schemas)

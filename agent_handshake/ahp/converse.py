@@ -1,7 +1,8 @@
 """``POST /agent/converse`` (AHP §6): the conversational endpoint.
 
-The order of work: count the request (per IP, then per ``requesting_agent``), refuse oversize bodies, parse
-and validate, find the capability, negotiate the content type, then — in one transaction, with the session row
+The order of work: count the request (per IP, then per API key and per ``requesting_agent``), refuse oversize
+bodies, parse and validate, authenticate, find the capability, check its auth and scope, negotiate the content
+type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one continues — in one transaction, with the session row
 locked — continue or start the session, resolve a pending clarification, rewrite a follow-up into a standalone
 query, check the token budgets, answer (from the answer cache when the same question was just answered), and
 record the turn. Every response, errors included, is AHP JSON with the four ``X-RateLimit-*`` headers.
@@ -31,7 +32,7 @@ from ..registry import Capability, capability_registry, content_registry
 from ..retrieval.embeddings import EmbeddingUnavailable
 from ..retrieval.hybrid import Filters
 from ..retrieval.index import EmbeddingModelChanged
-from . import ratelimit
+from . import auth, invoke, ratelimit
 from .answers import get_answer_backend
 from .concierge import Clarification, ConverseContext, Reply, max_answer_tokens
 from .errors import error_response, method_not_allowed
@@ -60,7 +61,21 @@ class Rejected(Exception):
 
 
 def rate_limited(usage: ratelimit.Usage, message: str) -> JsonResponse:
-    return error_response(429, "rate_limited", message, scope=usage.scope, retry_after=usage.retry_after)
+    return error_response(429, "rate_limited", message, scope=usage.public_scope, retry_after=usage.retry_after)
+
+
+def refused(counter: ratelimit.Counter, exc: auth.AuthError) -> JsonResponse:
+    """401 for refused credentials, counted per IP (429 once that limit is hit)."""
+    ip = counter.refused_credentials()
+    if ip.exceeded:
+        return rate_limited(ip, "Rate limit exceeded for this IP address.")
+    return unauthorized(exc)
+
+
+def unauthorized(exc: auth.AuthError) -> JsonResponse:
+    response = error_response(exc.status, exc.code, exc.message)
+    response.headers["WWW-Authenticate"] = 'Bearer realm="agent_handshake"'
+    return response
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -68,27 +83,21 @@ class ConverseView(View):
     http_method_names = ["post", "options"]
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        self.usages = [
-            ratelimit.count_request(
-                request,
-                "ip",
-                ratelimit.client_ip(request),
-                app_settings.RATE_LIMITS.get("unauthenticated", {}).get("requests", "30/minute"),
-            )
-        ]
+        self.counter = ratelimit.Counter(request)
+        self.usages = self.counter.usages
         try:
             response = super().dispatch(request, *args, **kwargs)
         except Exception:
             logger.exception("The concierge failed on %s", request.path)
             response = error_response(500, "concierge_error", "The concierge failed; the error was logged.")
-        return ratelimit.add_headers(response, ratelimit.most_constrained(self.usages))
+        return self.counter.headers(response)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return method_not_allowed(request.method or "", ["POST"])
 
     def post(self, request: HttpRequest) -> HttpResponse:
-        if self.usages[0].exceeded:
-            return rate_limited(self.usages[0], "Rate limit exceeded for this IP address.")
+        if self.counter.ip and self.counter.ip.exceeded:
+            return rate_limited(self.counter.ip, "Rate limit exceeded for this IP address.")
         limit = app_settings.MAX_REQUEST_BYTES
         too_large = error_response(413, "request_too_large", f"The request body is over the {limit}-byte cap.")
         try:
@@ -107,6 +116,14 @@ class ConverseView(View):
             converse_request = parse_request(body)
         except RequestError as exc:
             return error_response(400, exc.code, exc.message, **exc.extra)
+        try:
+            credentials = auth.authenticate(request, body, converse_request.raw.get("auth"))
+        except auth.AuthError as exc:
+            return refused(self.counter, exc)
+        if credentials is not None:
+            usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
+            if usage.exceeded:
+                return rate_limited(usage, "Rate limit exceeded for this API key.")
         if converse_request.requesting_agent:
             agent = ratelimit.count_request(
                 request, "agent", converse_request.requesting_agent, app_settings.AGENT_RATE_LIMIT
@@ -123,6 +140,15 @@ class ConverseView(View):
                 f"The capability {converse_request.capability!r} is not supported.",
                 available_capabilities=[c.name for c in capabilities],
             )
+        if capability.requires_auth:
+            if credentials is None:
+                return unauthorized(auth.AuthError(f"The capability {capability.name!r} requires authentication."))
+            if not credentials.key.allows(capability.scope):
+                return error_response(
+                    403,
+                    "forbidden",
+                    f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires.",
+                )
         try:
             negotiated = negotiate(capability, converse_request.accept_types)
         except UnsupportedType as exc:
@@ -132,6 +158,9 @@ class ConverseView(View):
                 f"{capability.name} cannot return any of {converse_request.accept_types}.",
                 available_types=exc.available,
             )
+        if capability.action_type is not None:  # MODE3
+            invocation = invoke.Call(request, body, converse_request, capability, credentials, negotiated, self.usages)
+            return invocation.respond()
         try:
             with transaction.atomic():
                 return self.converse(

@@ -39,14 +39,18 @@ def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
         "modes": [mode for mode in MODES if mode in modes],
         "endpoints": endpoints,
         "capabilities": [capability.manifest_entry() for capability in capabilities],
-        "authentication": app_settings.AUTHENTICATION,
+        "authentication": app_settings.AUTHENTICATION
+        or ("bearer" if any(c.requires_auth for c in capabilities) else "none"),
         "content_signals": dict(snapshot.site_signals),
-        "async": {"supported": any(c.action_type == "async" for c in capabilities)},
+        "async": {"supported": False},
         "links": {
             "llms_txt": base_url + reverse("agent_handshake:llms_txt"),
             "llms_full_txt": base_url + reverse("agent_handshake:llms_full_txt"),
         },
     }
+    etas = [c.eta_seconds or app_settings.JOB_ETA_SECONDS for c in capabilities if c.action_type == "async"]
+    if etas:
+        manifest["async"] = {"supported": True, "max_eta_seconds": max(etas)}
     unauthenticated = rate_limits.get("unauthenticated", {}).get("requests")
     if unauthenticated:
         manifest["rate_limit"] = unauthenticated

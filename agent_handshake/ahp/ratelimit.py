@@ -22,12 +22,18 @@ GROUP = "agent_handshake:converse"
 
 @dataclass(frozen=True)
 class Usage:
-    scope: str  # "ip", "agent", "key"
+    scope: str  # "ip", "agent", "key", "capability:<name>"
     limit: int
     remaining: int
     reset: int  # Unix time the window ends
     window: int  # seconds
     exceeded: bool
+
+    @property
+    def public_scope(self) -> str:
+        """The ``scope`` of a 429 body: the response schema knows "ip", "agent", "session" and
+        "session_tokens"; an API key identifies an agent, so per-key and per-capability limits say "agent"."""
+        return self.scope if self.scope in ("ip", "agent", "session", "session_tokens") else "agent"
 
     @property
     def retry_after(self) -> int:
@@ -58,6 +64,51 @@ def count_request(request: HttpRequest, scope: str, value: str, rate: str) -> Us
         window=window,
         exceeded=usage["should_limit"],
     )
+
+
+def tier_rate(tier: str) -> str:
+    default = "120/minute" if tier == "authenticated" else "30/minute"
+    return app_settings.RATE_LIMITS.get(tier, {}).get("requests", default)
+
+
+def count_ip(request: HttpRequest) -> Usage:
+    """The per-IP count of anonymous requests (and of requests whose credentials were refused)."""
+    return count_request(request, "ip", client_ip(request), tier_rate("unauthenticated"))
+
+
+class Counter:
+    """The counters of one request: per IP unless it presents credentials, then per API key once they are
+    checked (§11.2: authenticated agents get their own, larger limit, not their IP's). Wrong credentials are
+    counted per IP, like anonymous requests, so guessing keys is limited too."""
+
+    def __init__(self, request: HttpRequest) -> None:
+        from .auth import presented
+
+        self.request = request
+        self.usages: list[Usage] = []
+        self.ip: Usage | None = None
+        if not presented(request):
+            self.ip = count_ip(request)
+            self.usages.append(self.ip)
+
+    def refused_credentials(self) -> Usage:
+        if self.ip is None:
+            self.ip = count_ip(self.request)
+            self.usages.append(self.ip)
+        return self.ip
+
+    def add(self, usage: Usage) -> Usage:
+        self.usages.append(usage)
+        return usage
+
+    def headers(self, response: HttpResponseBase) -> HttpResponseBase:
+        if not self.usages:  # credentials presented but never checked (a malformed or oversize body)
+            self.refused_credentials()
+        return add_headers(response, most_constrained(self.usages))
+
+
+def count_key(request: HttpRequest, key_id: str) -> Usage:
+    return count_request(request, "key", key_id, tier_rate("authenticated"))
 
 
 def most_constrained(usages: list[Usage]) -> Usage:

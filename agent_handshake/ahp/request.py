@@ -1,8 +1,9 @@
 """Parsing and validating a ``POST /agent/converse`` body (AHP §6.1, §10).
 
 The schema follows the published request schema, with the project's additions documented in the README:
-unknown top-level keys are ignored rather than refused (a body ``auth`` field, newer spec fields), and
-``context.filters`` narrows retrieval.
+unknown top-level keys are ignored rather than refused (newer spec fields; a body ``auth`` field is read as a
+bearer token), ``context.filters`` narrows retrieval and ``context.input`` carries a MODE3 capability's
+structured input.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "accept_types": {"type": "array", "items": TYPE, "maxItems": 20},
                 "callback_url": {"type": "string", "maxLength": 2048},
                 "locale": {"type": "string", "maxLength": 35},
+                # MODE3: structured input, validated against the capability's input_schema.
+                "input": {"type": "object"},
                 "filters": {
                     "type": "object",
                     "additionalProperties": False,
@@ -75,6 +78,9 @@ class ConverseRequest:
     sections: list[str] = field(default_factory=list)
     published_after: datetime.datetime | None = None
     published_before: datetime.datetime | None = None
+    #: MODE3 structured input (``context.input``), None when the request has none.
+    input: dict[str, Any] | None = None
+    callback_url: str = ""
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -123,5 +129,7 @@ def parse_request(body: bytes) -> ConverseRequest:
         sections=filters.get("sections", []),
         published_after=_moment(filters.get("published_after"), "published_after"),
         published_before=_moment(filters.get("published_before"), "published_before"),
+        input=context.get("input"),
+        callback_url=context.get("callback_url", ""),
         raw=data,
     )

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Order, OrderItem, Product
+from .models import Appointment, Order, OrderItem, Product
 
 
 @admin.register(Product)
@@ -22,3 +22,10 @@ class OrderAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     search_fields = ("number", "customer_email")
     inlines = [OrderItemInline]
+
+
+@admin.register(Appointment)
+class AppointmentAdmin(admin.ModelAdmin):
+    list_display = ("reference", "service", "date", "time", "name", "party_size", "booked_by")
+    list_filter = ("service", "date")
+    search_fields = ("reference", "name", "email")

@@ -1,6 +1,15 @@
-import agent_handshake
+import datetime
+import re
+import secrets
+from decimal import ROUND_HALF_UP, Decimal
 
-from .models import Product
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import agent_handshake
+from agent_handshake import ActionFailed, Invocation, Outcome, capability, desk
+
+from .models import Appointment, Order, Product
 
 
 @agent_handshake.register(Product)
@@ -37,3 +46,309 @@ class ProductContent(agent_handshake.ContentConfig):
                 "image_url": product.image_url,
             },
         }
+
+
+# --- MODE3: what the shop's own agent does for visiting agents ---------------------------------------------------
+
+
+SKU = r"LK-[A-Z]{2,4}-\d{4}"
+ORDER_NUMBER = r"LK-\d{5}"
+MONEY = {"type": "string", "pattern": r"^\d+\.\d{2}$"}
+
+
+def _product_named(text: str) -> str | None:
+    """The one product whose SKU or full name the text contains (the longest name wins: "Gyokuro Gift Set")."""
+    skus = set(re.findall(SKU, text))
+    if len(skus) == 1:
+        return skus.pop()
+    lowered = text.lower()
+    names = [
+        name
+        for name in Product.objects.filter(is_active=True).values_list("name", flat=True)
+        if name.lower() in lowered
+    ]
+    return max(names, key=len) if names else None
+
+
+def _find_product(reference: str) -> Product:
+    product = (
+        Product.objects.filter(is_active=True, sku__iexact=reference).first()
+        or Product.objects.filter(is_active=True, name__iexact=reference).first()
+    )
+    if product is None:
+        raise ActionFailed(f"No product in the shop matches {reference!r}.", status=404)
+    return product
+
+
+@capability(
+    description="Whether a product is in stock, and how many: by SKU (LK-TEA-0001) or product name.",
+    action_type="query",
+    input_schema={
+        "type": "object",
+        "required": ["product"],
+        "additionalProperties": False,
+        "properties": {"product": {"type": "string", "maxLength": 200, "description": "A product's SKU or name"}},
+    },
+    output_schema={
+        "type": "object",
+        "required": ["sku", "name", "in_stock", "stock", "price", "currency"],
+        "properties": {
+            "sku": {"type": "string"},
+            "name": {"type": "string"},
+            "in_stock": {"type": "boolean"},
+            "stock": {"type": "integer", "minimum": 0},
+            "price": MONEY,
+            "currency": {"type": "string"},
+            "url": {"type": "string"},
+        },
+    },
+    extract=lambda text: {"product": _product_named(text)},
+)
+def check_inventory(invocation: Invocation) -> Outcome:
+    product = _find_product(invocation.input["product"])
+    availability = f"{product.stock} in stock" if product.stock else "out of stock"
+    return Outcome(
+        {
+            "sku": product.sku,
+            "name": product.name,
+            "in_stock": product.stock > 0,
+            "stock": product.stock,
+            "price": str(product.price),
+            "currency": "USD",
+            "url": product.get_absolute_url(),
+        },
+        answer=f"{product.name} ({product.sku}) is {availability} at ${product.price}.",
+    )
+
+
+@capability(
+    description="The status of an order, given its number and the email address it was placed with.",
+    action_type="query",
+    scope="orders",
+    input_schema={
+        "type": "object",
+        "required": ["order_number", "email"],
+        "additionalProperties": False,
+        "properties": {
+            "order_number": {"type": "string", "pattern": f"^{ORDER_NUMBER}$", "description": "e.g. LK-10001"},
+            "email": {"type": "string", "format": "email", "description": "The email the order was placed with"},
+        },
+    },
+    output_schema={
+        "type": "object",
+        "required": ["order_number", "status", "placed_at", "items"],
+        "properties": {
+            "order_number": {"type": "string"},
+            "status": {"enum": [choice.value for choice in Order.Status]},
+            "placed_at": {"type": "string", "format": "date-time"},
+            "shipped_at": {"type": ["string", "null"]},
+            "tracking_code": {"type": ["string", "null"]},
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["sku", "name", "quantity"],
+                    "properties": {
+                        "sku": {"type": "string"},
+                        "name": {"type": "string"},
+                        "quantity": {"type": "integer"},
+                    },
+                },
+            },
+        },
+    },
+)
+def order_status(invocation: Invocation) -> Outcome:
+    number, email = invocation.input["order_number"], invocation.input["email"]
+    order = Order.objects.filter(number=number, customer_email__iexact=email).prefetch_related("items__product").first()
+    if order is None:  # the same answer for a wrong number and a wrong email: nothing to enumerate
+        raise ActionFailed("No order matches that order number and email address.", status=404)
+    items = [{"sku": i.product.sku, "name": i.product.name, "quantity": i.quantity} for i in order.items.all()]
+    shipped = f", shipped {order.shipped_at:%d %B}" if order.shipped_at else ""
+    tracking = f", tracking code {order.tracking_code}" if order.tracking_code else ""
+    return Outcome(
+        {
+            "order_number": order.number,
+            "status": order.status,
+            "placed_at": order.placed_at.isoformat(),
+            "shipped_at": order.shipped_at.isoformat() if order.shipped_at else None,
+            "tracking_code": order.tracking_code or None,
+            "items": items,
+        },
+        answer=f"Order {order.number} is {order.get_status_display().lower()}{shipped}{tracking}.",
+    )
+
+
+QUOTE_LINE = re.compile(rf"(\d+)\s*(?:x|×|of|pcs?)?\s*({SKU})|({SKU})\s*(?:x|×)\s*(\d+)", re.I)
+CENT = Decimal("0.01")
+
+
+def _quote_lines(text: str) -> dict:
+    lines = []
+    for match in QUOTE_LINE.finditer(text):
+        quantity, sku = (match.group(1), match.group(2)) if match.group(2) else (match.group(4), match.group(3))
+        lines.append({"sku": sku.upper(), "quantity": int(quantity)})
+    return {"items": lines} if lines else {}
+
+
+@capability(
+    description="A price quote for quantities of products: volume discount, shipping and total, valid 14 days.",
+    action_type="query",
+    input_schema={
+        "type": "object",
+        "required": ["items"],
+        "additionalProperties": False,
+        "properties": {
+            "items": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 20,
+                "description": "Lines such as 12 x LK-TEA-0001",
+                "items": {
+                    "type": "object",
+                    "required": ["sku", "quantity"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "sku": {"type": "string", "pattern": f"^{SKU}$"},
+                        "quantity": {"type": "integer", "minimum": 1, "maximum": 500},
+                    },
+                },
+            }
+        },
+    },
+    output_schema={
+        "type": "object",
+        "required": ["lines", "subtotal", "discount", "shipping", "total", "currency", "valid_until"],
+        "properties": {
+            "lines": {"type": "array"},
+            "subtotal": MONEY,
+            "discount": MONEY,
+            "shipping": MONEY,
+            "total": MONEY,
+            "currency": {"const": "USD"},
+            "valid_until": {"type": "string", "format": "date"},
+        },
+    },
+    extract=_quote_lines,
+)
+def custom_quote(invocation: Invocation) -> Outcome:
+    """10 % off from $150, 5 % from $75; shipping $6.50 under $50, free above."""
+    lines, subtotal = [], Decimal("0")
+    wanted: dict[str, int] = {}
+    for line in invocation.input["items"]:
+        wanted[line["sku"]] = wanted.get(line["sku"], 0) + line["quantity"]
+    products = {p.sku: p for p in Product.objects.filter(sku__in=wanted, is_active=True)}
+    unknown = sorted(set(wanted) - set(products))
+    if unknown:
+        raise ActionFailed(f"Unknown SKU(s): {', '.join(unknown)}.", fields=["input.items"])
+    for sku, quantity in wanted.items():
+        product = products[sku]
+        total = (product.price * quantity).quantize(CENT)
+        subtotal += total
+        lines.append(
+            {
+                "sku": sku,
+                "name": product.name,
+                "quantity": quantity,
+                "unit_price": str(product.price),
+                "line_total": str(total),
+                "available": product.stock >= quantity,
+            }
+        )
+    rate = Decimal("0.10") if subtotal >= 150 else Decimal("0.05") if subtotal >= 75 else Decimal("0")
+    discount = (subtotal * rate).quantize(CENT, ROUND_HALF_UP)
+    shipping = Decimal("6.50") if subtotal - discount < 50 else Decimal("0.00")
+    total = subtotal - discount + shipping
+    valid_until = timezone.localdate() + datetime.timedelta(days=14)
+    short = [line["sku"] for line in lines if not line["available"]]
+    note = f" Not enough stock yet for {', '.join(short)}." if short else ""
+    return Outcome(
+        {
+            "lines": lines,
+            "subtotal": str(subtotal),
+            "discount": str(discount),
+            "shipping": str(shipping),
+            "total": str(total),
+            "currency": "USD",
+            "valid_until": valid_until.isoformat(),
+        },
+        answer=f"{len(lines)} line(s): subtotal ${subtotal}, discount ${discount}, shipping ${shipping}, "
+        f"total ${total} (valid until {valid_until:%d %B %Y}).{note}",
+    )
+
+
+OPENING_HOURS = (datetime.time(10, 0), datetime.time(17, 0))  # Tuesday to Saturday
+
+
+@capability(
+    description="Book a tea tasting or a teaware consultation in the shop (Tue-Sat, 10:00-17:00, on the hour "
+    "or half hour). Creates a booking.",
+    action_type="action",
+    input_schema={
+        "type": "object",
+        "required": ["service", "date", "time", "name", "email"],
+        "additionalProperties": False,
+        "properties": {
+            "service": {"enum": [choice.value for choice in Appointment.Service], "description": "What to book"},
+            "date": {"type": "string", "format": "date", "description": "The day, as YYYY-MM-DD"},
+            "time": {"type": "string", "pattern": r"^([01]\d|2[0-3]):(00|30)(:00)?$", "description": "HH:MM"},
+            "name": {"type": "string", "minLength": 1, "maxLength": 120, "description": "Who is coming"},
+            "email": {"type": "string", "format": "email", "description": "For the confirmation"},
+            "party_size": {"type": "integer", "minimum": 1, "maximum": 6},
+        },
+    },
+    output_schema={
+        "type": "object",
+        "required": ["reference", "service", "date", "time", "name", "party_size"],
+        "properties": {
+            "reference": {"type": "string", "pattern": "^BK-[0-9A-F]{6}$"},
+            "service": {"type": "string"},
+            "date": {"type": "string", "format": "date"},
+            "time": {"type": "string"},
+            "name": {"type": "string"},
+            "party_size": {"type": "integer"},
+        },
+    },
+)
+def book_appointment(invocation: Invocation) -> Outcome:
+    data = invocation.input
+    day = datetime.date.fromisoformat(data["date"])
+    at = datetime.time.fromisoformat(data["time"])
+    today = timezone.localdate()
+    if not today < day <= today + datetime.timedelta(days=90):
+        raise ActionFailed("Bookings are taken from tomorrow up to 90 days ahead.", fields=["input.date"])
+    if day.weekday() in (0, 6) or not OPENING_HOURS[0] <= at < OPENING_HOURS[1]:
+        raise ActionFailed("The shop takes bookings Tuesday to Saturday, 10:00 to 17:00.", fields=["input.time"])
+    try:
+        with transaction.atomic():
+            booking = Appointment.objects.create(
+                reference=f"BK-{secrets.token_hex(3).upper()}",
+                service=data["service"],
+                date=day,
+                time=at,
+                name=data["name"],
+                email=data["email"],
+                party_size=data.get("party_size", 1),
+                booked_by=str(invocation.client or ""),
+            )
+    except IntegrityError:
+        raise ActionFailed(f"{day:%A %d %B} at {at:%H:%M} is already booked; try another time.", status=409) from None
+    label = booking.get_service_display()
+    return Outcome(
+        {
+            "reference": booking.reference,
+            "service": booking.service,
+            "date": day.isoformat(),
+            "time": at.strftime("%H:%M"),
+            "name": booking.name,
+            "party_size": booking.party_size,
+        },
+        answer=f"Booked: {label} on {day:%A %d %B %Y} at {at:%H:%M} for {booking.name}, reference {booking.reference}.",
+        side_effects=[{"type": "booking_created", "description": f"Appointment {booking.reference} was created."}],
+    )
+
+
+desk.register_escalation(
+    description="Pass a question or request to a person at Lantern & Kettle (wholesale, custom blends, "
+    "complaints); the answer arrives by poll or callback."
+)

@@ -61,3 +61,28 @@ class OrderItem(models.Model):
 
     def __str__(self):
         return f"{self.quantity} x {self.product}"
+
+
+class Appointment(models.Model):
+    """A booking made in the shop, by a person or, through the book_appointment capability, by an agent."""
+
+    class Service(models.TextChoices):
+        TASTING = "tea-tasting", "Tea tasting (45 min)"
+        TEAWARE = "teaware-consultation", "Teaware consultation (30 min)"
+
+    reference = models.CharField(max_length=12, unique=True)
+    service = models.CharField(max_length=24, choices=Service.choices)
+    date = models.DateField()
+    time = models.TimeField()
+    name = models.CharField(max_length=120)
+    email = models.EmailField()
+    party_size = models.PositiveSmallIntegerField(default=1)
+    booked_by = models.CharField(max_length=128, blank=True, help_text="The agent client that booked it, if any.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["date", "time"]
+        constraints = [models.UniqueConstraint(fields=["service", "date", "time"], name="shop_one_booking_per_slot")]
+
+    def __str__(self):
+        return f"{self.reference} · {self.get_service_display()} · {self.date} {self.time:%H:%M}"

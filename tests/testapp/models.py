@@ -14,3 +14,14 @@ class Article(models.Model):
 
     def get_absolute_url(self):
         return f"/articles/{self.slug}/"
+
+
+class Report(models.Model):
+    """What the test-only async capability ``compile_report`` writes: one row per job that finished."""
+
+    job_id = models.CharField(max_length=64, unique=True)
+    topic = models.CharField(max_length=200)
+    worker_pid = models.IntegerField()
+
+    def __str__(self):
+        return self.topic

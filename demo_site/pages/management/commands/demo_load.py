@@ -4,6 +4,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from agent_handshake.models import SiteProfile
+from demo_site.pages.demo_key import demo_secret
 
 
 class Command(BaseCommand):
@@ -31,3 +32,4 @@ class Command(BaseCommand):
             if not User.objects.filter(username="admin").exists():
                 User.objects.create_superuser("admin", "admin@lanternkettle.example", "admin")
                 self.stdout.write("Created the demo superuser admin / admin (DEBUG only).")
+            demo_secret()

@@ -13,6 +13,8 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from demo_site.pages.demo_key import curl_examples, demo_secret
+
 
 class Command(BaseCommand):
     help = "Run the demo site: runserver on 127.0.0.1:PORT and a Celery worker, until Ctrl-C."
@@ -41,8 +43,15 @@ class Command(BaseCommand):
             f"  ask:       curl -s -X POST http://127.0.0.1:{port}/agent/converse -H 'Content-Type: application/json' "
             """-d '{"capability": "content_search", "query": "How hot should the water be for gyokuro?"}'\n"""
             f"  admin:     http://127.0.0.1:{port}/admin/ (admin / admin)\n"
-            "Ctrl-C stops everything.\n"
         )
+        secret = demo_secret()
+        if secret:
+            self.stdout.write(
+                f"MODE3 demo API key (DEBUG only, every scope): {secret}\n"
+                + curl_examples(f"http://127.0.0.1:{port}", secret)
+                + "\n"
+            )
+        self.stdout.write("Ctrl-C stops everything.\n")
         stopping = False
 
         def stop(signum, frame):

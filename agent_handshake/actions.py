@@ -1,0 +1,309 @@
+"""MODE3 capabilities (AHP §5.3): declared once in Python, served by every protocol binding.
+
+A site declares one with the :func:`capability` decorator::
+
+    @agent_handshake.capability(
+        description="The status of an order, by its number and the customer's email address.",
+        action_type="query",
+        scope="orders",
+        input_schema={"type": "object", "required": ["order_number", "email"], "properties": {...}},
+        output_schema={"type": "object", "required": ["status"], "properties": {...}},
+    )
+    def order_status(invocation: Invocation) -> Outcome:
+        ...
+        return Outcome({"status": order.status}, answer=f"Order {order.number} is {order.status}.")
+
+The function receives an :class:`Invocation` whose ``input`` has already been validated against
+``input_schema``; what it returns is validated against ``output_schema`` before any agent sees it. It raises
+:class:`ActionFailed` for an expected refusal (a slot already taken); the agent gets that message. For an
+``async`` capability it runs on a Celery worker, or returns :class:`Deferred` when something else will finish
+the job (:mod:`agent_handshake.desk`, the human desk).
+
+Structured input travels in ``context.input`` (an object); with none, the free-text ``query`` is mapped to the
+schema where that is deterministic (:func:`extract_input`), and what is still missing is asked for with
+``clarification_needed``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from .registry import Capability, capability_registry
+
+if TYPE_CHECKING:
+    from .models import AgentClient, ApiKey, Job
+
+DEFAULT_RESPONSE_TYPES = {
+    "query": ["application/data", "text/answer"],
+    "action": ["application/action-result", "text/answer"],
+    "async": ["application/action-result", "text/answer"],
+}
+
+
+@dataclass
+class Invocation:
+    """One call of a MODE3 capability: validated input, the caller, and the job when it runs asynchronously."""
+
+    capability: Capability
+    input: dict[str, Any]
+    query: str = ""
+    key: ApiKey | None = None
+    requesting_agent: str = ""
+    job: Job | None = None
+
+    @property
+    def client(self) -> AgentClient | None:
+        return self.key.client if self.key else None
+
+
+@dataclass
+class Outcome:
+    """What a capability did: ``data`` (valid against its ``output_schema``), a plain-language ``answer`` and,
+    for actions, the ``side_effects`` an agent should know of (``{"type", "description"}``)."""
+
+    data: dict[str, Any]
+    answer: str = ""
+    side_effects: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Deferred:
+    """An async job that stays pending until something outside the worker completes it."""
+
+    progress: str
+    expires_in: int | None = None
+    eta_seconds: int | None = None
+    needs_operator: bool = False
+
+
+class ActionFailed(Exception):
+    """An expected refusal, reported to the agent as an AHP error (sync) or a ``failed`` job (async)."""
+
+    def __init__(self, message: str, *, code: str = "invalid_request", status: int = 400, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+        self.extra = extra
+
+
+class OutputInvalid(Exception):
+    """The capability returned data its ``output_schema`` refuses: a bug of the site, never sent to agents."""
+
+
+def capability(
+    name: str | None = None,
+    *,
+    description: str,
+    action_type: str = "query",
+    input_schema: dict[str, Any],
+    output_schema: dict[str, Any],
+    response_types: list[str] | None = None,
+    accept_fallback: bool = True,
+    scope: str | None = None,
+    rate_limit: str | None = None,
+    extract: Callable[[str], dict[str, Any]] | None = None,
+    eta_seconds: int | None = None,
+    available: Callable[[], bool] | None = None,
+) -> Callable[[Callable[[Invocation], Any]], Callable[[Invocation], Any]]:
+    """Declare a MODE3 capability in the one capability registry; see the module docstring."""
+
+    def decorator(func: Callable[[Invocation], Any]) -> Callable[[Invocation], Any]:
+        declared = Capability(
+            name=name or func.__name__,
+            description=description,
+            mode="MODE3",
+            response_types=list(response_types or DEFAULT_RESPONSE_TYPES.get(action_type, ["text/answer"])),
+            accept_fallback=accept_fallback,
+            action_type=action_type,
+            input_schema=input_schema,
+            output_schema=output_schema,
+            scope=scope,
+            rate_limit=rate_limit,
+            extract=extract,
+            eta_seconds=eta_seconds,
+            handler=func,
+            available=available,
+        )
+        capability_registry.register(declared)
+        func.capability = declared  # type: ignore[attr-defined]
+        return func
+
+    return decorator
+
+
+# --- input ------------------------------------------------------------------------------------------------------
+
+FORMAT_CHECKER = jsonschema.Draft7Validator.FORMAT_CHECKER
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+ISO_TIME = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b")
+
+
+@dataclass
+class InputProblem:
+    missing: list[str]
+    invalid: dict[str, str]  # field path -> message
+
+
+def validator(schema: dict[str, Any]) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(schema, format_checker=FORMAT_CHECKER)
+
+
+def check_input(capability: Capability, data: dict[str, Any]) -> InputProblem | None:
+    """Missing required fields and invalid ones, or None when ``data`` is valid input."""
+    missing: list[str] = []
+    invalid: dict[str, str] = {}
+    for error in validator(capability.input_schema or {}).iter_errors(data):
+        if error.validator == "required" and isinstance(error.instance, dict):
+            prefix = ".".join(str(part) for part in error.absolute_path)
+            for name in error.validator_value:
+                if name not in error.instance:
+                    missing.append(f"{prefix}.{name}" if prefix else name)
+        else:
+            path = ".".join(str(part) for part in error.absolute_path) or "(input)"
+            invalid.setdefault(path, error.message)
+    return InputProblem(missing, invalid) if missing or invalid else None
+
+
+def _unanchored(pattern: str) -> str:
+    return pattern.removeprefix("^").removesuffix("$")
+
+
+def _one(values: list[str]) -> str | None:
+    distinct = list(dict.fromkeys(values))
+    return distinct[0] if len(distinct) == 1 else None
+
+
+def extract_input(capability: Capability, text: str) -> dict[str, Any]:
+    """The input fields a free-text query states unambiguously.
+
+    First the capability's own ``extract``; then, for each top-level string property still unknown: an ``enum``
+    value named in the text, a match of its ``pattern``, an email address (``format: email``), an ISO date
+    (``format: date``) or time (``format: time``). A field is filled only when exactly one candidate is found.
+    """
+    found: dict[str, Any] = {}
+    if capability.extract:
+        found.update({k: v for k, v in (capability.extract(text) or {}).items() if v is not None})
+    properties = (capability.input_schema or {}).get("properties", {})
+    for name, spec in properties.items():
+        if name in found or not isinstance(spec, dict) or spec.get("type", "string") != "string":
+            continue
+        value: str | None = None
+        if "enum" in spec:
+            named = [
+                str(option)
+                for option in spec["enum"]
+                if re.search(rf"(?<!\w){re.escape(str(option))}(?!\w)", text, re.I)
+            ]
+            value = _one(named)
+        elif "pattern" in spec:
+            try:
+                value = _one([m.group(0) for m in re.finditer(_unanchored(spec["pattern"]), text)])
+            except re.error:
+                value = None
+        elif spec.get("format") == "email":
+            value = _one(EMAIL.findall(text))
+        elif spec.get("format") == "date":
+            value = _one(ISO_DATE.findall(text))
+        elif spec.get("format") == "time":
+            value = _one([f"{int(h):02d}:{m}:00" for h, m in ISO_TIME.findall(text)])
+        if value is not None:
+            found[name] = value
+    return found
+
+
+def field_question(capability: Capability, missing: list[str]) -> str:
+    """A clarification question naming the missing fields with their descriptions."""
+    properties = (capability.input_schema or {}).get("properties", {})
+    parts = []
+    for name in missing:
+        spec = properties.get(name, {})
+        described = spec.get("description") or spec.get("title") or name.replace("_", " ")
+        hint = f" (one of: {', '.join(map(str, spec['enum']))})" if "enum" in spec else ""
+        parts.append(f"{name}: {described}{hint}")
+    return f"To {capability.name.replace('_', ' ')}, I still need: " + "; ".join(parts) + "."
+
+
+# --- output -----------------------------------------------------------------------------------------------------
+
+
+def check_output(capability: Capability, outcome: Any) -> Outcome:
+    """The outcome, if it is an :class:`Outcome` (or a plain dict) valid against ``output_schema``."""
+    if isinstance(outcome, dict):
+        outcome = Outcome(outcome)
+    if not isinstance(outcome, Outcome):
+        raise OutputInvalid(f"{capability.name} returned {type(outcome).__name__}, not an Outcome or a dict.")
+    outcome.data = json_safe(outcome.data)
+    errors = list(validator(capability.output_schema or {}).iter_errors(outcome.data))
+    if errors:
+        detail = "; ".join(
+            f"{'.'.join(map(str, error.absolute_path)) or '(output)'}: {error.message}" for error in errors[:5]
+        )
+        raise OutputInvalid(f"{capability.name} returned output that does not match its output_schema: {detail}")
+    return outcome
+
+
+def _summary(data: dict[str, Any]) -> str:
+    def show(value: Any) -> str:
+        if isinstance(value, (dict, list)):
+            return f"{len(value)} item(s)" if isinstance(value, list) else "…"
+        return str(value)
+
+    return "; ".join(f"{key.replace('_', ' ')}: {show(value)}" for key, value in list(data.items())[:8]) + "."
+
+
+def response_object(capability: Capability, outcome: Outcome, content_type: str) -> dict[str, Any]:
+    """The ``response`` of a success body, in the negotiated content type (Appendix C)."""
+    body: dict[str, Any] = {"content_type": content_type, "answer": outcome.answer or _summary(outcome.data)}
+    if content_type == "application/action-result":
+        body["payload"] = {
+            "action": capability.name,
+            "success": True,
+            "result": outcome.data,
+            "side_effects": outcome.side_effects,
+        }
+    elif content_type == "application/data":
+        schema = (capability.output_schema or {}).get("$id") or f"#/capabilities/{capability.name}/output_schema"
+        body["payload"] = {"schema": schema, "data": outcome.data}
+    elif content_type != "text/answer":
+        body["payload"] = outcome.data
+    body["sources"] = []
+    body["follow_up"] = {"suggested_queries": []}
+    return body
+
+
+def response_meta(
+    capability: Capability, content_type: str, fallback_from: str | None, signals: dict[str, bool]
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "tokens_used": 0,
+        "capability_used": capability.name,
+        "mode": capability.mode,
+        "cached": False,
+        "content_type": content_type,
+        "content_signals": signals,
+    }
+    if fallback_from:
+        meta["fallback_from"] = fallback_from
+    return meta
+
+
+def json_safe(value: Any) -> Any:
+    """Dates and decimals in handler output, as JSON-ready strings (validated after this)."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return value

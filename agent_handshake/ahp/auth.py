@@ -1,0 +1,159 @@
+"""Authentication of visiting agents (AHP §8.2): ``bearer``, ``api_key`` and ``signed_request``.
+
+All three use the same :class:`~agent_handshake.models.ApiKey`:
+
+- ``Authorization: Bearer <secret>``;
+- ``X-AHP-Key: <secret>``;
+- ``signed_request``: the secret never travels. The agent sends ``X-AHP-Key-Id``, ``X-AHP-Timestamp`` (Unix
+  seconds) and ``X-AHP-Signature: v1=<hex>``, the HMAC-SHA256, keyed with the secret, of the string::
+
+      AHP-HMAC-SHA256\\n<METHOD>\\n<path and query as sent>\\n<timestamp>\\n<hex SHA-256 of the body>
+
+  The timestamp must be within ``SIGNATURE_MAX_SKEW`` seconds of the server's clock, and a signature is
+  accepted once (the replay cache is a table, so every process agrees).
+
+A request that presents no credentials is anonymous (``None``); one that presents wrong, revoked or expired
+credentials gets 401, whatever the capability.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import time
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest
+from django.utils import timezone
+
+from ..conf import app_settings
+from ..models import ApiKey, SeenSignature
+from . import keys
+
+SIGNATURE_ALGORITHM = "AHP-HMAC-SHA256"
+LAST_USED_RESOLUTION = datetime.timedelta(seconds=60)
+
+
+class AuthError(Exception):
+    def __init__(self, message: str, status: int = 401, code: str = "auth_required") -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Credentials:
+    key: ApiKey
+    scheme: str  # "bearer", "api_key" or "signed_request"
+
+    @property
+    def rate_key(self) -> str:
+        return self.key.key_id
+
+
+def string_to_sign(method: str, full_path: str, timestamp: str, body: bytes) -> bytes:
+    digest = hashlib.sha256(body).hexdigest()
+    return "\n".join([SIGNATURE_ALGORITHM, method.upper(), full_path, timestamp, digest]).encode()
+
+
+def sign_request(secret: str, method: str, full_path: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+    """The headers of a signed request (what an agent's client does; the tests and benchmarks use it)."""
+    key_id = keys.key_id_of(secret) or ""
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    signature = hmac.new(secret.encode(), string_to_sign(method, full_path, stamp, body), hashlib.sha256).hexdigest()
+    return {"X-AHP-Key-Id": key_id, "X-AHP-Timestamp": stamp, "X-AHP-Signature": f"v1={signature}"}
+
+
+def presented(request: HttpRequest) -> bool:
+    """Whether the request carries credentials of any scheme (checked or not)."""
+    headers = request.headers
+    authorization = headers.get("Authorization", "")
+    return bool(
+        authorization.lower().startswith("bearer ") or headers.get("X-AHP-Key") or headers.get("X-AHP-Signature")
+    )
+
+
+def _usable_key(key_id: str | None) -> ApiKey:
+    key = ApiKey.objects.select_related("client").filter(key_id=key_id).first() if key_id else None
+    if key is None:
+        raise AuthError("The credentials are not valid.")
+    now = timezone.now()
+    refusal = key.refusal(now)
+    if refusal:
+        raise AuthError(f"The API key is {refusal}.")
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
+def _by_secret(secret: str, scheme: str) -> Credentials:
+    secret = secret.strip()
+    key = ApiKey.objects.select_related("client").filter(key_id=keys.key_id_of(secret) or "").first()
+    if key is None or not keys.matches(secret, key.secret_hash):
+        raise AuthError("The credentials are not valid.")
+    return Credentials(_usable_key(key.key_id), scheme)
+
+
+def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
+    headers = request.headers
+    key_id, stamp, signature = (
+        headers.get("X-AHP-Key-Id"),
+        headers.get("X-AHP-Timestamp"),
+        headers.get("X-AHP-Signature", ""),
+    )
+    if not key_id or not stamp:
+        raise AuthError("A signed request needs X-AHP-Key-Id, X-AHP-Timestamp and X-AHP-Signature.")
+    if not signature.startswith("v1="):
+        raise AuthError("X-AHP-Signature must be 'v1=<hex HMAC-SHA256>'.")
+    try:
+        moment = int(stamp)
+    except ValueError:
+        raise AuthError("X-AHP-Timestamp must be Unix seconds.") from None
+    skew = app_settings.SIGNATURE_MAX_SKEW
+    if abs(time.time() - moment) > skew:
+        raise AuthError(f"X-AHP-Timestamp is more than {skew} seconds from the server's clock.")
+    key = ApiKey.objects.select_related("client").filter(key_id=key_id).first()
+    secret = keys.recover_secret(key.key_id, key.salt, key.secret_hash) if key else None
+    if secret is None:
+        raise AuthError("The credentials are not valid.")
+    expected = hmac.new(
+        secret.encode(), string_to_sign(request.method or "", request.get_full_path(), stamp, body), hashlib.sha256
+    ).hexdigest()
+    given = signature[3:].strip().lower()
+    if not hmac.compare_digest(expected, given):
+        raise AuthError("The request signature does not match.")
+    try:
+        with transaction.atomic():
+            SeenSignature.objects.create(signature=given)
+    except IntegrityError:
+        raise AuthError("This signed request was already used (replay).") from None
+    return Credentials(_usable_key(key_id), "signed_request")
+
+
+def authenticate(request: HttpRequest, body: bytes, body_auth: object = None) -> Credentials | None:
+    """The request's credentials, None if it presents none, or :class:`AuthError`.
+
+    ``body_auth`` is the optional body ``auth`` field (``"Bearer <secret>"``), which an appendix of the
+    spec shows; headers take precedence.
+    """
+    headers = request.headers
+    authorization = headers.get("Authorization", "")
+    if authorization[:7].lower() == "bearer ":
+        return _by_secret(authorization[7:], "bearer")
+    if headers.get("X-AHP-Key"):
+        return _by_secret(headers["X-AHP-Key"], "api_key")
+    if headers.get("X-AHP-Signature"):
+        return _by_signature(request, body)
+    if isinstance(body_auth, str) and body_auth[:7].lower() == "bearer ":
+        return _by_secret(body_auth[7:], "bearer")
+    return None
+
+
+def purge_seen_signatures() -> int:
+    """Forget signatures older than twice the skew window (they would be refused as stale anyway)."""
+    cutoff = timezone.now() - datetime.timedelta(seconds=2 * app_settings.SIGNATURE_MAX_SKEW)
+    return SeenSignature.objects.filter(created_at__lt=cutoff).delete()[0]

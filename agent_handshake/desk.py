@@ -1,0 +1,112 @@
+"""The human desk (AHP §5.3 "escalate to a human"): requests that a person answers in the Django admin.
+
+A site offers it with one call in its ``agents.py``::
+
+    from agent_handshake import desk
+
+    desk.register_escalation()  # "escalate_to_human", an async capability
+
+The job waits (``pending`` to the agent, "waiting for an operator" in the admin), operators are emailed
+(``DESK_NOTIFY_EMAILS``, else the project's ``MANAGERS``), and the answer an operator saves in the admin's
+"Human desk" completes the job, which then reaches the agent by poll and by callback. A request no one answers
+within ``DESK_TIMEOUT_SECONDS`` expires.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import mail_managers, send_mail
+from django.urls import NoReverseMatch, reverse
+
+from .actions import Deferred, Invocation, Outcome, capability
+from .conf import app_settings
+from .models import Job
+
+logger = logging.getLogger(__name__)
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["message"],
+    "additionalProperties": False,
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What the person needs."},
+        "reply_to": {"type": "string", "format": "email", "description": "An email address for a direct reply."},
+    },
+}
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["answer", "answered_by"],
+    "additionalProperties": False,
+    "properties": {
+        "answer": {"type": "string", "minLength": 1},
+        "answered_by": {"type": "string"},
+    },
+}
+
+
+def to_operator(invocation: Invocation) -> Deferred:
+    """The handler of an escalation: park the job on the desk until an operator answers."""
+    return Deferred(
+        progress="Waiting for a human operator",
+        expires_in=app_settings.DESK_TIMEOUT_SECONDS,
+        eta_seconds=app_settings.DESK_TIMEOUT_SECONDS,
+        needs_operator=True,
+    )
+
+
+def query_as_message(query: str) -> dict[str, Any]:
+    """Free text is the message itself."""
+    return {"message": query}
+
+
+def register_escalation(
+    name: str = "escalate_to_human",
+    description: str = "Pass a question or request to a person at the site; the answer arrives by poll or callback.",
+    scope: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+) -> None:
+    capability(
+        name,
+        description=description,
+        action_type="async",
+        input_schema=input_schema or INPUT_SCHEMA,
+        output_schema=OUTPUT_SCHEMA,
+        scope=scope,
+        extract=query_as_message,
+        eta_seconds=app_settings.DESK_TIMEOUT_SECONDS,
+    )(to_operator)
+
+
+def operator_outcome(answer: str, operator: str) -> Outcome:
+    return Outcome({"answer": answer, "answered_by": operator}, answer=answer)
+
+
+def notify_operators(job_id: str) -> None:
+    """Email the operators about a new request (failures are logged; the request stays on the desk)."""
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        return
+    try:
+        path = reverse("admin:agent_handshake_deskrequest_change", args=[job.pk])
+    except NoReverseMatch:
+        path = ""
+    message = job.input.get("message") or job.query
+    subject = f"Agent request on the desk: {job.capability}"
+    body = (
+        f"A visiting agent ({job.requesting_agent or 'unnamed'}) asks:\n\n{message}\n\n"
+        f"Answer it in the admin: {path}\n"
+        f"It expires at {job.expires_at:%Y-%m-%d %H:%M %Z}."
+        if job.expires_at
+        else f"A visiting agent asks:\n\n{message}\n\nAnswer it in the admin: {path}\n"
+    )
+    try:
+        recipients = list(app_settings.DESK_NOTIFY_EMAILS)
+        if recipients:
+            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+        else:
+            mail_managers(subject, body)
+    except Exception:
+        logger.exception("Could not email the operators about job %s", job_id)

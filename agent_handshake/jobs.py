@@ -1,0 +1,357 @@
+"""Async jobs (AHP §6.4, §9): accepted at once, run on a Celery worker, read by polling or delivered by callback.
+
+Nothing is lost and nothing is done twice:
+
+- The job is a row in PostgreSQL, created in the request's transaction; the Celery message, sent on commit,
+  only says "run job X". A lost message (the filesystem broker does not redeliver after a worker dies) is sent
+  again by :func:`recover`, which the beat schedule runs (``agent_handshake.recover_jobs``).
+- A worker runs a job inside one transaction that holds the job's row lock. The capability's own database
+  writes are in that transaction, so they commit together with the job's success, or not at all: a worker
+  killed mid-job leaves no half-done work, and PostgreSQL releases the lock when its connection dies.
+- Every other worker (a redelivered message, a recovery) takes the row with ``SKIP LOCKED``: while one worker
+  holds the job, the others leave it; once it is finished, they find nothing to do.
+
+Callbacks are sent by :func:`deliver_callback` under the same discipline: the row lock while delivering, state
+saved after each attempt, retries with exponential backoff and jitter, recovery of lost retries.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import random
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import callbacks, state
+from .actions import (
+    ActionFailed,
+    Deferred,
+    Invocation,
+    Outcome,
+    OutputInvalid,
+    check_output,
+    response_meta,
+    response_object,
+)
+from .ahp import keys
+from .conf import app_settings
+from .models import ApiKey, IdempotencyRecord, Job
+from .registry import Capability, capability_registry
+
+logger = logging.getLogger(__name__)
+Status = Job.Status
+ACTIVE = [Status.QUEUED, Status.RUNNING]
+
+
+def _enqueue(job_id: str, countdown: float | None = None) -> None:
+    from .tasks import run_job
+
+    run_job.apply_async((job_id,), countdown=countdown)
+
+
+def _enqueue_callback(job_id: str, countdown: float | None = None) -> None:
+    from .tasks import deliver_callback
+
+    deliver_callback.apply_async((job_id,), countdown=countdown)
+
+
+def accept(
+    capability: Capability,
+    *,
+    input: dict[str, Any],
+    query: str,
+    key: ApiKey | None,
+    requesting_agent: str,
+    content_type: str,
+    fallback_from: str | None,
+    callback_url: str = "",
+) -> Job:
+    """Create the job and send it to a worker once the transaction commits."""
+    job = Job.objects.create(
+        capability=capability.name,
+        api_key=key,
+        requesting_agent=requesting_agent,
+        query=query,
+        input=input,
+        content_type=content_type,
+        fallback_from=fallback_from or "",
+        eta_seconds=capability.eta_seconds if capability.eta_seconds is not None else app_settings.JOB_ETA_SECONDS,
+        progress="Queued",
+        callback_url=callback_url,
+    )
+    transaction.on_commit(lambda: _enqueue(job.pk))
+    return job
+
+
+def status_body(job: Job) -> dict[str, Any]:
+    """What ``GET /agent/converse/status/<id>`` answers and the callback carries (§9.2)."""
+    body: dict[str, Any] = {"status": job.public_status, "session_id": job.pk}
+    if job.status == Status.SUCCESS and job.result:
+        body["response"] = job.result["response"]
+        body["meta"] = job.result["meta"]
+        return body
+    if job.status == Status.FAILED:
+        error = job.error or {"code": "concierge_error", "message": "The job failed."}
+        body["progress"] = error["message"]
+        body["error"] = error
+        return body
+    body["progress"] = job.progress
+    if job.status == Status.EXPIRED:
+        return body
+    if job.eta_seconds is None:
+        body["eta_seconds"] = None
+    else:
+        elapsed = (timezone.now() - job.created_at).total_seconds()
+        body["eta_seconds"] = max(0, int(job.eta_seconds - elapsed))
+    return body
+
+
+# --- running ----------------------------------------------------------------------------------------------------
+
+
+def _claim(job_id: str) -> bool:
+    """Mark the job running (committed at once, so pollers see it); False if it is not runnable here."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id, status__in=ACTIVE).first()
+        if job is None:
+            return False
+        if job.attempts >= app_settings.JOB_MAX_ATTEMPTS:
+            _fail(job, "concierge_error", f"The job was tried {job.attempts} times without finishing.")
+            return False
+        job.status = Status.RUNNING
+        job.attempts += 1
+        job.started_at = timezone.now()
+        job.progress = "Running" if job.attempts == 1 else f"Running (attempt {job.attempts})"
+        job.save(update_fields=["status", "attempts", "started_at", "progress", "updated_at"])
+        return True
+
+
+def run(job_id: str) -> str:
+    """Run one job to its next state; safe to call any number of times, from any number of workers."""
+    if not _claim(job_id):
+        return "skipped"
+    with transaction.atomic():
+        job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id, status=Status.RUNNING).first()
+        if job is None:
+            return "skipped"
+        capability = capability_registry.get(job.capability)
+        if capability is None or capability.handler is None:
+            _fail(job, "unavailable", f"The capability {job.capability!r} is no longer offered.")
+            return job.status
+        invocation = Invocation(
+            capability=capability,
+            input=job.input,
+            query=job.query,
+            key=job.api_key,
+            requesting_agent=job.requesting_agent,
+            job=job,
+        )
+        try:
+            with transaction.atomic():  # the handler's writes stand or fall with its outcome
+                result = capability.handler(invocation)
+                if isinstance(result, Deferred):
+                    _defer(job, result)
+                else:
+                    _complete(job, capability, check_output(capability, result))
+        except ActionFailed as exc:
+            _fail(job, exc.code, exc.message)
+        except OutputInvalid:
+            logger.exception("Job %s: invalid output", job.pk)
+            _fail(job, "concierge_error", "The capability failed; the error was logged.")
+        except Exception:
+            logger.exception("Job %s failed (attempt %s)", job.pk, job.attempts)
+            if job.attempts < app_settings.JOB_MAX_ATTEMPTS:
+                job.status = Status.QUEUED
+                job.progress = "Retrying after an error"
+                job.save(update_fields=["status", "progress", "updated_at"])
+                countdown = _backoff(job.attempts)
+                transaction.on_commit(lambda: _enqueue(job_id, countdown))
+            else:
+                _fail(job, "concierge_error", "The capability failed; the error was logged.")
+        return job.status
+
+
+def _complete(job: Job, capability: Capability, outcome: Outcome) -> None:
+    fallback = job.fallback_from or None
+    job.result = {
+        "response": response_object(capability, outcome, job.content_type),
+        "meta": response_meta(capability, job.content_type, fallback, dict(state.snapshot().site_signals)),
+    }
+    job.status = Status.SUCCESS
+    job.progress = "Done"
+    job.finished_at = timezone.now()
+    _schedule_callback(job)
+    job.save()
+
+
+def _fail(job: Job, code: str, message: str) -> None:
+    job.status = Status.FAILED
+    job.error = {"code": code, "message": message}
+    job.progress = message[:255]
+    job.finished_at = timezone.now()
+    _schedule_callback(job)
+    job.save()
+
+
+def _defer(job: Job, deferred: Deferred) -> None:
+    job.status = Status.WAITING
+    job.progress = deferred.progress[:255]
+    job.needs_operator = deferred.needs_operator
+    if deferred.eta_seconds is not None:
+        job.eta_seconds = deferred.eta_seconds
+    if deferred.expires_in is not None:
+        job.expires_at = timezone.now() + datetime.timedelta(seconds=deferred.expires_in)
+    job.save()
+    if deferred.needs_operator:
+        from .desk import notify_operators
+
+        transaction.on_commit(lambda: notify_operators(job.pk))
+
+
+def complete_waiting(job_id: str, outcome: Outcome) -> Job:
+    """Finish a job that waits for someone (the human desk); raises ``ActionFailed`` if it no longer waits."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if job.status != Status.WAITING:
+            raise ActionFailed(f"The job is {job.get_status_display()}; it no longer takes an answer.")
+        capability = capability_registry.get(job.capability)
+        if capability is None:
+            raise ActionFailed(f"The capability {job.capability!r} is no longer offered.")
+        _complete(job, capability, check_output(capability, outcome))
+        return job
+
+
+def expire(now: datetime.datetime | None = None) -> int:
+    """Jobs whose wait ran out become ``expired`` (and their callbacks are sent)."""
+    now = now or timezone.now()
+    count = 0
+    with transaction.atomic():
+        for job in Job.objects.select_for_update(skip_locked=True).filter(status=Status.WAITING, expires_at__lte=now):
+            job.status = Status.EXPIRED
+            job.progress = "No one answered in time; the request expired."
+            job.finished_at = now
+            _schedule_callback(job)
+            job.save()
+            count += 1
+    return count
+
+
+# --- callbacks --------------------------------------------------------------------------------------------------
+
+
+def _schedule_callback(job: Job) -> None:
+    if not job.callback_url:
+        return
+    job.callback_state = Job.Callback.PENDING
+    job.callback_next_attempt_at = timezone.now()
+    job_id = job.pk
+    transaction.on_commit(lambda: _enqueue_callback(job_id))
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential backoff with jitter: half the doubled delay fixed, half random ("equal jitter")."""
+    delay = min(app_settings.CALLBACK_BACKOFF_MAX_SECONDS, app_settings.CALLBACK_BACKOFF_SECONDS * 2 ** (attempt - 1))
+    return delay / 2 + random.uniform(0, delay / 2)
+
+
+def callback_headers(job: Job, body: bytes) -> dict[str, str] | None:
+    """The signature headers of a callback, or None when the key's secret cannot be recomputed."""
+    key = job.api_key
+    secret = keys.recover_secret(key.key_id, key.salt, key.secret_hash) if key else None
+    if secret is None:
+        return None
+    return {**callbacks.sign(secret, body), "X-AHP-Key-Id": key.key_id, "X-AHP-Session-Id": job.pk}
+
+
+def deliver_callback(job_id: str) -> float | None:
+    """One delivery attempt; returns the countdown to the next attempt, or None when there is none to make."""
+    with transaction.atomic():
+        job = (
+            Job.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("api_key")
+            .filter(pk=job_id, callback_state=Job.Callback.PENDING)
+            .first()
+        )
+        if job is None:
+            return None
+        body = json.dumps(status_body(job), separators=(",", ":")).encode()
+        headers = callback_headers(job, body)
+        now = timezone.now()
+        job.callback_attempts += 1
+        if headers is None:
+            job.callback_state = Job.Callback.FAILED
+            job.callback_last_error = "The API key's secret cannot be recomputed (SECRET_KEY changed); re-issue it."
+            job.save()
+            return None
+        result = callbacks.deliver(job.callback_url, body, headers)
+        job.callback_last_status = result.status
+        job.callback_last_error = result.error[:255]
+        countdown = None
+        if result.delivered:
+            job.callback_state = Job.Callback.DELIVERED
+            job.callback_delivered_at = now
+            job.callback_next_attempt_at = None
+        elif result.retryable and job.callback_attempts < app_settings.CALLBACK_MAX_ATTEMPTS:
+            countdown = _backoff(job.callback_attempts)
+            job.callback_next_attempt_at = now + datetime.timedelta(seconds=countdown)
+        else:
+            job.callback_state = Job.Callback.FAILED
+            job.callback_next_attempt_at = None
+        job.save()
+        return countdown
+
+
+# --- recovery and clean-up --------------------------------------------------------------------------------------
+
+
+def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | None = None) -> dict[str, int]:
+    """Send again what a lost message or a dead worker left behind; expire, and forget what is old.
+
+    A job counts as left behind when it is queued or running, untouched for ``JOB_RECOVERY_SECONDS``, and no
+    live worker holds its row lock. Sending it twice is harmless (see the module docstring).
+    """
+    now = now or timezone.now()
+    if recovery_seconds is None:
+        recovery_seconds = app_settings.JOB_RECOVERY_SECONDS
+    cutoff = now - datetime.timedelta(seconds=recovery_seconds)
+    with transaction.atomic():
+        stale = list(
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(status__in=ACTIVE, updated_at__lt=cutoff)
+            .values_list("pk", flat=True)[:500]
+        )
+        Job.objects.filter(pk__in=stale).update(updated_at=now)
+        lost_callbacks = list(
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(callback_state=Job.Callback.PENDING, callback_next_attempt_at__lt=cutoff)
+            .values_list("pk", flat=True)[:500]
+        )
+        Job.objects.filter(pk__in=lost_callbacks).update(callback_next_attempt_at=now)
+        for job_id in stale:
+            transaction.on_commit(lambda job_id=job_id: _enqueue(job_id))
+        for job_id in lost_callbacks:
+            transaction.on_commit(lambda job_id=job_id: _enqueue_callback(job_id))
+    expired = expire(now)
+    retention = now - datetime.timedelta(seconds=app_settings.JOB_RETENTION_SECONDS)
+    purged = (
+        Job.objects.filter(status__in=Job.FINAL, finished_at__lt=retention)
+        .exclude(callback_state=Job.Callback.PENDING)
+        .delete()[0]
+    )
+    idempotency = IdempotencyRecord.objects.filter(
+        created_at__lt=now - datetime.timedelta(seconds=app_settings.IDEMPOTENCY_TTL)
+    ).delete()[0]
+    from .ahp.auth import purge_seen_signatures
+
+    return {
+        "requeued": len(stale),
+        "callbacks_requeued": len(lost_callbacks),
+        "expired": expired,
+        "purged": purged,
+        "idempotency_purged": idempotency,
+        "signatures_purged": purge_seen_signatures(),
+    }

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BenchJobsConfig(AppConfig):
+    name = "bench.jobsapp"
+    label = "benchjobs"
