@@ -93,6 +93,7 @@ if CELERY_BROKER_URL.startswith("filesystem"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(QUEUE_DIR),
         "data_folder_out": str(QUEUE_DIR),
+        "control_folder": str(QUEUE_DIR / "control"),  # kombu's default is ./control
         "polling_interval": 0.1,
     }
 CELERY_TASK_IGNORE_RESULT = True

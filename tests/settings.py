@@ -87,6 +87,7 @@ if CELERY_BROKER_URL.startswith("filesystem"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(QUEUE_DIR),
         "data_folder_out": str(QUEUE_DIR),
+        "control_folder": str(QUEUE_DIR / "control"),  # kombu's default is ./control
         "polling_interval": 0.05,
     }
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("AGENT_HANDSHAKE_TEST_QUEUE", "agent-handshake-tests")
