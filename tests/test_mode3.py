@@ -492,3 +492,25 @@ def test_api_key_admin_shows_the_secret_once(admin_client):
     admin_client.post("/admin/agent_handshake/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
     key.refresh_from_db()
     assert key.revoked_at is not None
+
+
+def test_demo_key_only_in_debug_and_as_the_readme_shows(client, settings, shop):
+    from pathlib import Path
+
+    from agent_handshake.ahp import keys
+    from demo_site.pages.demo_key import KEY_ID, SALT, curl_examples, demo_secret
+
+    settings.DEBUG = False
+    assert demo_secret() is None
+    assert not ApiKey.objects.exists()
+    settings.DEBUG = True
+    secret = demo_secret()
+    assert demo_secret() == secret  # recomputed, not re-issued
+    assert ApiKey.objects.get().scopes == ["*"]
+    order = Order.objects.get(number="LK-10001")
+    response = converse(client, order_request(order), **bearer(secret))
+    assert response.json()["response"]["payload"]["data"]["status"] == order.status
+    assert f"Bearer {secret}" in curl_examples("http://127.0.0.1:8000", secret)
+    demo_default = keys.derive_secret(KEY_ID, SALT, secret_key="demo-only-not-secret-3b9f1c2e7a")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"KEY={demo_default}" in readme
