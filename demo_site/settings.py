@@ -76,6 +76,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+# The human desk emails these operators about agents' escalations (printed by the worker in the demo).
+MANAGERS = [("Lantern & Kettle desk", "desk@lanternkettle.example")]
 
 AGENT_HANDSHAKE = {
     "SITE_NAME": "Lantern & Kettle",
