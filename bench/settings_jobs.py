@@ -3,7 +3,7 @@ rate limits lifted (one key sends thousands of requests) and the answer and quer
 ``site_info`` request, the baseline, embeds its question and retrieves."""
 
 from bench.settings import *  # noqa: F403
-from bench.settings import AGENT_HANDSHAKE, CELERY_BROKER_URL, INSTALLED_APPS, QUEUE_DIR
+from bench.settings import AGENT_HANDSHAKE, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench.jobsapp"]
 
@@ -21,10 +21,5 @@ AGENT_HANDSHAKE = {
     "EMBEDDING_CACHE_SIZE": 0,
 }
 
-# No remote control (pidbox queues), and the filesystem transport's exchange tables in the run's own folder
-# rather than ./control.
+# No remote control: the worker opens no pidbox queues, in Redis or in the filesystem broker's folder.
 CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
-if CELERY_BROKER_URL.startswith("filesystem"):
-    from bench.settings import CELERY_BROKER_TRANSPORT_OPTIONS
-
-    CELERY_BROKER_TRANSPORT_OPTIONS = {**CELERY_BROKER_TRANSPORT_OPTIONS, "control_folder": str(QUEUE_DIR / "control")}
