@@ -96,12 +96,10 @@ def notify_operators(job_id: str) -> None:
     message = job.input.get("message") or job.query
     subject = f"Agent request on the desk: {job.capability}"
     body = (
-        f"A visiting agent ({job.requesting_agent or 'unnamed'}) asks:\n\n{message}\n\n"
-        f"Answer it in the admin: {path}\n"
-        f"It expires at {job.expires_at:%Y-%m-%d %H:%M %Z}."
-        if job.expires_at
-        else f"A visiting agent asks:\n\n{message}\n\nAnswer it in the admin: {path}\n"
+        f"A visiting agent ({job.requesting_agent or 'unnamed'}) asks:\n\n{message}\n\nAnswer it in the admin: {path}\n"
     )
+    if job.expires_at:
+        body += f"It expires at {job.expires_at:%Y-%m-%d %H:%M %Z}.\n"
     try:
         recipients = list(app_settings.DESK_NOTIFY_EMAILS)
         if recipients:

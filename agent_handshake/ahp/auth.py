@@ -76,10 +76,12 @@ def presented(request: HttpRequest) -> bool:
     )
 
 
-def _usable_key(key_id: str | None) -> ApiKey:
-    key = ApiKey.objects.select_related("client").filter(key_id=key_id).first() if key_id else None
-    if key is None:
-        raise AuthError("The credentials are not valid.")
+def _find_key(key_id: str | None) -> ApiKey | None:
+    return ApiKey.objects.select_related("client").filter(key_id=key_id).first() if key_id else None
+
+
+def _usable(key: ApiKey) -> ApiKey:
+    """The key, if it may be used now (recording its use at most once a minute)."""
     now = timezone.now()
     refusal = key.refusal(now)
     if refusal:
@@ -92,10 +94,10 @@ def _usable_key(key_id: str | None) -> ApiKey:
 
 def _by_secret(secret: str, scheme: str) -> Credentials:
     secret = secret.strip()
-    key = ApiKey.objects.select_related("client").filter(key_id=keys.key_id_of(secret) or "").first()
+    key = _find_key(keys.key_id_of(secret))
     if key is None or not keys.matches(secret, key.secret_hash):
         raise AuthError("The credentials are not valid.")
-    return Credentials(_usable_key(key.key_id), scheme)
+    return Credentials(_usable(key), scheme)
 
 
 def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
@@ -116,7 +118,7 @@ def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
     skew = app_settings.SIGNATURE_MAX_SKEW
     if abs(time.time() - moment) > skew:
         raise AuthError(f"X-AHP-Timestamp is more than {skew} seconds from the server's clock.")
-    key = ApiKey.objects.select_related("client").filter(key_id=key_id).first()
+    key = _find_key(key_id)
     secret = keys.recover_secret(key.key_id, key.salt, key.secret_hash) if key else None
     if secret is None:
         raise AuthError("The credentials are not valid.")
@@ -131,7 +133,7 @@ def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
             SeenSignature.objects.create(signature=given)
     except IntegrityError:
         raise AuthError("This signed request was already used (replay).") from None
-    return Credentials(_usable_key(key_id), "signed_request")
+    return Credentials(_usable(key), "signed_request")
 
 
 def authenticate(request: HttpRequest, body: bytes, body_auth: object = None) -> Credentials | None:
