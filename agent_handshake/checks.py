@@ -81,7 +81,6 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "TEXT_RANK_NORMALIZATION": int,
     "MAX_TERM_SHARE": (int, float),
     "MAX_QUERY_TERMS": int,
-    "MATCH_QUERY_TERMS": int,
     "MAX_RANKED_ROWS": int,
     "HNSW_EF_SEARCH": int,
     "MAX_REQUEST_BYTES": int,

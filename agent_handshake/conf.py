@@ -101,10 +101,9 @@ DEFAULTS: dict[str, Any] = {
     # Full-text query words found in more than this share of passages are dropped; at most this many are used.
     "MAX_TERM_SHARE": 0.2,
     "MAX_QUERY_TERMS": 64,
-    # Of those, the rarest this many decide which passages are ranked at all: fewer is faster on long queries
-    # (ArguAna, 300 queries: 24 words → full text 0.349 vs 0.364 nDCG@10 at 2.7x the speed).
-    "MATCH_QUERY_TERMS": 64,
-    # Full-text matches ranked per query at most (bounds the cost on large sites; which ones is up to PostgreSQL).
+    # The passages ranked per query: those holding the rarest query words, taken rarest first while their
+    # passages add up to at most this many (a hard cap when the rarest word alone is in more). Bounds the cost of
+    # full text on a large site (bench/bench_converse.py).
     "MAX_RANKED_ROWS": 5000,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,

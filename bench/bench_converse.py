@@ -11,6 +11,10 @@ For SciFact's first ``--queries`` queries, three things are timed, each as p50/p
 - POST /agent/converse through the Django WSGI handler (extractive answer, answer cache off), end to end.
 Target: converse p50 no more than 1.5 x (embedding + SQL) p50, and under 100 ms at 100,000 passages.
 
+The full-text side ranks only the passages of the query's rarest words (``MAX_RANKED_ROWS``); what that costs in
+ranking is measured too: the share of its top 50 that ranking every matching passage would also return, and the
+time that exhaustive ranking takes.
+
 Then the indexing cost: passages per second while indexing, and one object's re-index after a save.
 
     python bench/bench_converse.py [--sizes 10000 100000] [--seed-docs 1500] [--queries 100]
@@ -43,7 +47,7 @@ def grow_passages(target: int, rng: np.random.Generator) -> None:
 
     from agent_handshake.conf import app_settings
     from agent_handshake.models import Passage
-    from agent_handshake.retrieval.index import ensure_vector_index, vector_index_name
+    from agent_handshake.retrieval.index import ensure_vector_index, refresh_lexeme_stats, vector_index_name
 
     count = Passage.objects.count()
     if count >= target:
@@ -87,6 +91,7 @@ def grow_passages(target: int, rng: np.random.Generator) -> None:
         copy += 1
     started = time.perf_counter()
     ensure_vector_index(384)
+    refresh_lexeme_stats()  # the copies' words count in the document frequencies, as after agent_reindex
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Passage._meta.db_table}")
     print(f"  {target:,} passages; HNSW index built in {time.perf_counter() - started:.0f}s", flush=True)
@@ -121,7 +126,7 @@ def main() -> None:
 
     from agent_handshake.indexing import index_passages, reindex_model, sync_and_index
     from agent_handshake.models import Passage
-    from agent_handshake.registry import content_registry
+    from agent_handshake.registry import capability_registry, content_registry
     from agent_handshake.retrieval.embeddings import get_embedding_backend
     from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
     from bench.beirapp.models import BeirDocument
@@ -156,6 +161,8 @@ def main() -> None:
     cached_save = time.perf_counter() - began
 
     retriever = HybridRetriever(backend)
+    # The SQL alone runs with the filter content_search applies (its registered models), as converse does.
+    scope = Filters(models=list(capability_registry.get("content_search").models))
     handler = WSGIHandler()
     rng = np.random.default_rng(7)
     rows = []
@@ -178,8 +185,8 @@ def main() -> None:
                 vector = backend.embed_query(query)
                 embed_times.append(time.perf_counter() - began)
                 began = time.perf_counter()
-                retriever.vector_candidates(vector, Filters(), retriever.candidates)
-                retriever.text_candidates(query, Filters(), retriever.candidates)
+                retriever.vector_candidates(vector, scope, retriever.candidates)
+                retriever.text_candidates(query, scope, retriever.candidates)
                 sql_times.append(time.perf_counter() - began)
                 backend_cache.pop(query, None)
                 began = time.perf_counter()
@@ -187,12 +194,27 @@ def main() -> None:
                 body = b"".join(handler(converse_environ(query), lambda s, h, e=None, out=status: out.append(s)))
                 converse_times.append(time.perf_counter() - began)
                 assert status[0].startswith("200"), (status, body[:300])
+        # The price of the full-text budget: its top candidates next to ranking every passage that matches.
+        agreement, exhaustive_times = [], []
+        depth = retriever.candidates
+        for query in queries:
+            budgeted = retriever.text_candidates(query, scope, depth)
+            with override_settings(AGENT_HANDSHAKE={**relaxed, "MAX_RANKED_ROWS": 10**9}):
+                began = time.perf_counter()
+                every = retriever.text_candidates(query, scope, depth)
+                exhaustive_times.append(time.perf_counter() - began)
+            if every:
+                agreement.append(len(set(budgeted) & set(every)) / len(every))
         parts_p50 = statistics.median(embed_times) + statistics.median(sql_times)
         for name, times in (("query embedding alone", embed_times), ("retrieval SQL alone", sql_times),
                             ("POST /agent/converse (extractive)", converse_times)):  # fmt: skip
             rows.append([f"{size:,}", name, f"{pct(times, 50):.1f}", f"{pct(times, 95):.1f}"])
         ratio = statistics.median(converse_times) / parts_p50
         rows.append([f"{size:,}", "converse p50 / (embedding p50 + SQL p50)", f"{ratio:.2f}x", ""])
+        rows.append([f"{size:,}", "full text ranking every match (no budget)", f"{pct(exhaustive_times, 50):.1f}",
+                     f"{pct(exhaustive_times, 95):.1f}"])  # fmt: skip
+        rows.append([f"{size:,}", f"full-text top {depth}: share also in the exhaustive top {depth}",
+                     f"{statistics.mean(agreement):.3f}", ""])  # fmt: skip
     print_table(
         f"/agent/converse latency, {len(queries)} SciFact queries, in process (ms)",
         ["passages", "measured", "p50", "p95"],

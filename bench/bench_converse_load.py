@@ -2,8 +2,10 @@
 
 Run after ``bench_converse.py`` (it answers from that benchmark's indexed database). Two runs: with the
 default rate limits (30 requests/minute per IP: every client here shares 127.0.0.1, so most requests are
-refused, which is the point of a limit) and with the limits lifted, to see the server's own throughput.
-Reports requests per second, the share of 429 answers, and latency percentiles of the 200s.
+refused, which is the point of a limit) and with the limits and the answer cache lifted, to see the server's
+own throughput. Reports requests per second, the share of 429 answers, and latency percentiles of the 200s.
+The workers share a Redis cache (``--cache-url``, used when reachable) so that the limits count across them; without
+one each worker counts on its own and the table says so.
 
     python bench/bench_converse_load.py [--clients 4] [--seconds 10] [--workers 2]
 """
@@ -18,6 +20,7 @@ import threading
 import time
 
 import numpy as np
+import redis
 from bench_retrieval_quality import read_jsonl
 from common import ROOT, LiveServer, print_table
 
@@ -72,9 +75,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--port", type=int, default=8761)
     parser.add_argument("--database", default="agent_handshake_bench_converse")
+    parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15")
     args = parser.parse_args()
     queries = [q["text"] for q in read_jsonl(str(ROOT.parent / "shared/evaldata/scifact/queries.jsonl"))[:300]]
-    env = {"BENCH_DATABASE": args.database, "BENCH_WORKERS": str(args.workers)}
+    env = {"BENCH_DATABASE": args.database}
+    cache = "each worker's own memory"
+    try:
+        client = redis.Redis.from_url(args.cache_url, socket_connect_timeout=1)
+        client.flushdb()  # no counts left from an earlier run
+        env["BENCH_CACHE_URL"] = args.cache_url
+        cache = f"shared Redis cache {args.cache_url}"
+    except redis.RedisError:
+        pass
     rows = []
     for label, extra in (
         ("default limits (30/minute per IP)", {}),
@@ -82,6 +94,8 @@ def main() -> None:
     ):
         with LiveServer(args.port, {**env, **extra}, workers=args.workers) as server:
             load(args.port, queries[:20], 2, 2)  # warm-up: models loaded in every worker
+            if "BENCH_CACHE_URL" in env:
+                client.flushdb()  # the measured run starts with the whole minute's quota
             result = load(args.port, queries, args.clients, args.seconds)
             del server
         rows.append(
@@ -97,7 +111,7 @@ def main() -> None:
         )
     print_table(
         f"/agent/converse under load: gunicorn {args.workers} workers x 2 threads, {args.clients} clients, "
-        f"{args.seconds:.0f}s, extractive answers",
+        f"{args.seconds:.0f}s, extractive answers, rate limits in the {cache}",
         ["run", "req/s", "200/s", "429 share", "p50 ms (200s)", "p95 ms (200s)", "other statuses"],
         rows,
     )

@@ -7,6 +7,9 @@ from tests.settings import *  # noqa: F403
 from tests.settings import ROOT
 
 DATABASES = {"default": database_config(ROOT, name=os.environ.get("BENCH_DATABASE", "agent_handshake_bench"))}
+# Persistent connections, as database_config gives a DATABASE_URL deployment: a request should not pay for a new
+# PostgreSQL connection (3-8 ms here) in a latency benchmark.
+DATABASES["default"].update(CONN_MAX_AGE=60, CONN_HEALTH_CHECKS=True)
 INSTALLED_APPS = [*INSTALLED_APPS, "bench.beirapp"]  # noqa: F405
 ROOT_URLCONF = "bench.urls"
 DEBUG = False
@@ -14,3 +17,16 @@ DEBUG = False
 # bench_middleware.py serves the same project without the discovery middleware to compare.
 if os.environ.get("BENCH_WITHOUT_AGENT_MIDDLEWARE"):
     MIDDLEWARE = [m for m in MIDDLEWARE if m != "agent_handshake.middleware.AgentDiscoveryMiddleware"]  # noqa: F405
+
+# bench_converse_load.py runs several gunicorn workers: the rate limits must count across them, so it passes a
+# shared cache (Redis, when one is reachable) and, for its second run, lifts the limits and the answer cache.
+if os.environ.get("BENCH_CACHE_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": os.environ["BENCH_CACHE_URL"], "KEY_PREFIX": "bench"}}  # fmt: skip
+if os.environ.get("BENCH_RELAXED_LIMITS"):
+    AGENT_HANDSHAKE = {
+        **AGENT_HANDSHAKE,  # noqa: F405
+        "RATE_LIMITS": {"unauthenticated": {"requests": "1000000/minute", "token_budget": "5000/session"}},
+        "AGENT_RATE_LIMIT": "1000000/minute",
+        "ANSWER_CACHE_TIMEOUT": 0,
+    }

@@ -61,7 +61,7 @@ def demo_content(django_db_setup, django_db_blocker):
     """
     from django.core.management import call_command
 
-    from agent_handshake.models import Document
+    from agent_handshake.models import Document, LexemeStat
     from demo_site.blog.models import Author, Post, Tag
     from demo_site.pages.models import Page
     from demo_site.shop.models import Order, Product
@@ -73,7 +73,8 @@ def demo_content(django_db_setup, django_db_blocker):
     state.invalidate()
     yield
     with django_db_blocker.unblock():
-        for model in (Document, Order, Product, Video, Page, Post, Tag, Author):
+        # Deleting the documents cascades to their passages; their words' passage counts go too.
+        for model in (Document, LexemeStat, Order, Product, Video, Page, Post, Tag, Author):
             model.objects.all().delete()
     state.invalidate()
 

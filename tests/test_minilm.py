@@ -105,3 +105,36 @@ def test_semantic_sanity(encoder):
         ]
     )
     assert float(query @ tea) > float(query @ shipping) + 0.2
+
+
+BLAS_THREADS = """
+import json, sys
+from threadpoolctl import threadpool_info
+from agent_handshake.retrieval.embeddings import MiniLMEmbeddings
+
+def blas():
+    return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+before = blas()
+MiniLMEmbeddings(**json.loads(sys.argv[1])).embed_query("How do I descale a kettle?")
+print(json.dumps([before, blas()]))
+"""
+
+
+@pytest.mark.parametrize(("options", "expected"), [({}, 1), ({"blas_threads": None}, None)])
+def test_the_backend_runs_blas_single_threaded_for_concurrent_queries(options, expected):
+    """Each server process embeds queries for many concurrent requests: BLAS threads of its own only contend
+    (bench/bench_converse_load.py). A fresh process shows the setting, whatever earlier tests loaded."""
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS, json.dumps(options)],
+        capture_output=True, text=True, check=False, env={**os.environ, "OPENBLAS_NUM_THREADS": "2"},
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    before, after = json.loads(run.stdout)
+    assert before == [2]
+    assert after == ([expected] if expected else before)

@@ -86,6 +86,36 @@ def test_each_side_and_the_fusion(articles):
 
 
 @pytest.mark.django_db
+def test_full_text_ranks_the_passages_of_the_rarest_words_within_the_budget(publish):
+    for n in range(4):
+        publish(Article, title=f"Note {n}", slug=f"note-{n}", summary="", body=f"Our kettle number {n} whistles.")
+    publish(Article, title="Iron", slug="iron", summary="", body="A tetsubin is a cast-iron kettle from Japan.")
+    publish(Article, title="Tea", slug="tea", summary="", body="Sencha is a steamed green tea.")
+    retriever = HybridRetriever()
+    scope = Filters(models=["testapp.article"])
+    with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0}):
+        terms = retriever.query_terms("kettle tetsubin")
+        assert [(term.lexeme, term.passages) for term in terms] == [("tetsubin", 1), ("kettl", 5)]
+        assert terms[0].idf > terms[1].idf
+        # Both words fit a budget of 6 passages: every passage holding either is ranked, both words first.
+        assert [t.lexeme for t in retriever.matching_terms(terms, 6)] == ["tetsubin", "kettl"]
+        with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0, "MAX_RANKED_ROWS": 6}):
+            ranked = retriever.search_documents("kettle tetsubin", filters=scope, mode="text")
+        assert ranked[0].url == "/articles/iron/"
+        assert sorted(hit.url for hit in ranked[1:]) == [f"/articles/note-{n}/" for n in range(4)]
+        # A budget of 5: the rarest word alone decides which passages are ranked.
+        assert [t.lexeme for t in retriever.matching_terms(terms, 5)] == ["tetsubin"]
+        with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0, "MAX_RANKED_ROWS": 5}):
+            assert [hit.url for hit in retriever.search_documents("kettle tetsubin", filters=scope, mode="text")] == [
+                "/articles/iron/"
+            ]
+            # The rarest word is always used; past the budget its passages are cut to the budget.
+            assert len(retriever.search_documents("kettle", filters=scope, mode="text")) == 5
+        with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0, "MAX_RANKED_ROWS": 3}):
+            assert len(retriever.search_documents("kettle", filters=scope, mode="text")) == 3
+
+
+@pytest.mark.django_db
 def test_unchanged_content_is_not_embedded_again(articles, django_capture_on_commit_callbacks):
     article = articles["cold-brew"]
     before = list(Passage.objects.filter(document__path="/articles/cold-brew/").values_list("pk", flat=True))
