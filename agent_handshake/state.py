@@ -1,7 +1,7 @@
 """A snapshot of everything the generated documents depend on, and the version token that names it.
 
 The token is derived from the database (the site profile, the signal overrides, the documents' latest
-change and count), the settings and the registries, so every process computes the same token for the same
+change, count and how many wait for their passages), the settings and the registries, so every process computes the same token for the same
 state: it is the ETag seed and part of every cache key. A process keeps its snapshot for ``STATE_TTL``
 seconds; saves made through Django drop it at once (see ``signal_handlers``).
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from django.core.cache import caches
 from django.core.signals import setting_changed
-from django.db.models import Count, Max
+from django.db.models import Count, F, Max, Q
 from django.dispatch import receiver
 from django.utils.http import http_date
 
@@ -68,7 +68,11 @@ def _build() -> Snapshot:
     profile = SiteProfile.load()
     site_signals = profile.content_signals()
     overrides = list(ContentSignalOverride.objects.select_related("content_type").order_by("pk"))
-    docs = Document.objects.aggregate(latest=Max("updated_at"), count=Count("pk"))
+    # Documents whose passages are not rebuilt yet (a Celery indexer embeds after the document is written): the
+    # token changes again when they are, so no answer cached from the old passages outlives them.
+    docs = Document.objects.aggregate(
+        latest=Max("updated_at"), count=Count("pk"), pending=Count("pk", filter=~Q(indexed_hash=F("content_hash")))
+    )
 
     changed = [profile.updated_at, docs["latest"], *(o.updated_at for o in overrides)]
     last_modified = max((moment for moment in changed if moment is not None), default=EPOCH)
@@ -79,6 +83,7 @@ def _build() -> Snapshot:
         str(profile.updated_at),
         str(docs["count"]),
         str(docs["latest"]),
+        str(docs["pending"]),
         *(f"{o.pk}:{o.content_type_id}:{o.updated_at}" for o in overrides),
     ]
     token = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]

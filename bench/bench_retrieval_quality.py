@@ -129,7 +129,8 @@ def main() -> None:
     config = content_registry.get_config(BeirDocument)
 
     started = time.perf_counter()
-    if not args.keep or not BeirDocument.objects.exists():
+    reused = args.keep and BeirDocument.objects.exists()
+    if not reused:
         BeirDocument.objects.bulk_create(
             (BeirDocument(doc_id=row["_id"], title=row.get("title", ""), text=row.get("text", "")) for row in corpus),
             batch_size=2000,
@@ -144,7 +145,7 @@ def main() -> None:
         index_passages(config, progress=progress)
         print(file=sys.stderr)
     refresh_lexeme_stats()  # as agent_reindex does at its end
-    index_seconds = time.perf_counter() - started
+    indexed = "index reused" if reused else f"indexed in {time.perf_counter() - started:.0f}s"
     doc_ids = dict(BeirDocument.objects.values_list("pk", "doc_id"))
     from agent_handshake.models import Document, Passage
 
@@ -181,7 +182,7 @@ def main() -> None:
         for mode, total in totals.items()
     ]
     print_table(
-        f"{name}: {len(corpus):,} documents ({passages:,} passages, indexed in {index_seconds:.0f}s), "
+        f"{name}: {len(corpus):,} documents ({passages:,} passages, {indexed}), "
         f"{len(queries):,} judged queries, model {retriever.backend.model_id}, RRF k={retriever.rrf_k}, "
         f"weights vector {retriever.vector_weight} / text {retriever.text_weight}",
         ["ranking", "nDCG@10", "Recall@100", "ms/query (SQL+fusion)"],

@@ -12,6 +12,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from agent_handshake.models import ConverseSession, Document
+from demo_site.blog.models import Post
 from demo_site.videos.models import Video
 
 pytestmark = pytest.mark.django_db
@@ -287,6 +288,29 @@ def test_identical_questions_are_answered_from_the_cache(client, demo):
     assert follow["meta"]["cached"] is True  # standalone, so the same answer is right
     _, other = ask(client, "and the first one?", session_id=first["session_id"])
     assert other["meta"]["cached"] is False
+
+
+def test_no_cached_answer_outlives_the_passages_it_came_from(client, demo):
+    """With the Celery indexer a document is written first and its passages after: an answer cached in between
+    (from the old passages) must not be served once the new passages are in."""
+    from agent_handshake import state
+    from agent_handshake.indexing import sync_object
+    from agent_handshake.retrieval.index import index_document
+
+    question = "How do I season a Yixing teapot?"
+    post = Post.objects.get(slug="seasoning-a-yixing-teapot")
+    _, before = ask(client, question)
+    Post.objects.filter(pk=post.pk).update(body=post.body + "\n\nNever season a Yixing pot with dish soap.")
+    sync_object("blog", "post", post.pk)  # the document is current, its passages are not
+    state.invalidate()  # what another process sees after STATE_TTL
+    _, between = ask(client, question)
+    assert between["meta"]["cached"] is False
+    document = Document.objects.get(path=post.get_absolute_url())
+    assert index_document(document)
+    state.invalidate()
+    _, after = ask(client, question)
+    assert after["meta"]["cached"] is False
+    assert "dish soap" not in json.dumps(before) and "dish soap" in json.dumps(after["response"])
 
 
 def test_rate_limits_per_ip_and_per_agent(client, demo):
