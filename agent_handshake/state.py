@@ -1,9 +1,9 @@
 """A snapshot of everything the generated documents depend on, and the version token that names it.
 
 The token is derived from the database (the site profile, the signal overrides, the documents' latest
-change, count and how many wait for their passages), the settings and the registries, so every process computes the same token for the same
-state: it is the ETag seed and part of every cache key. A process keeps its snapshot for ``STATE_TTL``
-seconds; saves made through Django drop it at once (see ``signal_handlers``).
+change, count and how many wait for their passages), the settings and the registries, so every process
+computes the same token for the same state: it is the ETag seed and part of every cache key. A process keeps
+its snapshot for ``STATE_TTL`` seconds; saves made through Django drop it at once (see ``signal_handlers``).
 """
 
 from __future__ import annotations
