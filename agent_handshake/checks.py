@@ -113,6 +113,18 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
+# Counts and sizes for which 0 would quietly switch a feature off (e.g. MAX_RANKED_ROWS = 0: no full text).
+AT_LEAST_ONE = (
+    "PASSAGE_WORDS",
+    "RETRIEVAL_CANDIDATES",
+    "MAX_QUERY_TERMS",
+    "MAX_RANKED_ROWS",
+    "HNSW_EF_SEARCH",
+    "MAX_REQUEST_BYTES",
+    "SESSION_MAX_TURNS",
+)
+
+
 def _setting_error(name: str, problem: str, hint: str | None = None) -> Error:
     return Error(f"{SETTING_NAME}['{name}'] {problem}", hint=hint, id="agent_handshake.E002")
 
@@ -193,6 +205,13 @@ def _check_setting_values() -> list[Error]:
             re.compile(pattern)
         except (re.error, TypeError) as exc:
             errors.append(_setting_error("EXEMPT_PATHS", f"has an invalid regular expression {pattern!r}: {exc}"))
+    for name in AT_LEAST_ONE:
+        if getattr(app_settings, name) < 1:
+            errors.append(_setting_error(name, f"is {getattr(app_settings, name)!r}; it must be at least 1."))
+    if not 0 < app_settings.MAX_TERM_SHARE <= 1:
+        errors.append(
+            _setting_error("MAX_TERM_SHARE", f"is {app_settings.MAX_TERM_SHARE!r}.", hint="A share: 0 < share <= 1.")
+        )
     if app_settings.BASE_URL and not re.match(r"^https?://[^/]+/?$", app_settings.BASE_URL):
         errors.append(
             _setting_error("BASE_URL", f"is {app_settings.BASE_URL!r}.", hint='Scheme and host: "https://example.com".')

@@ -1,11 +1,13 @@
 """/agent/converse under concurrent clients: gunicorn on 127.0.0.1, N client threads, T seconds.
 
-Run after ``bench_converse.py`` (it answers from that benchmark's indexed database). Two runs: with the
+Run after ``bench_converse.py`` (it answers from that benchmark's indexed database). Three runs: with the
 default rate limits (30 requests/minute per IP: every client here shares 127.0.0.1, so most requests are
-refused, which is the point of a limit) and with the limits and the answer cache lifted, to see the server's
-own throughput. Reports requests per second, the share of 429 answers, and latency percentiles of the 200s.
-The workers share a Redis cache (``--cache-url``, used when reachable) so that the limits count across them; without
-one each worker counts on its own and the table says so.
+refused, which is the point of a limit); with the limits, the answer cache and the embedding cache lifted, to
+see the server's own throughput; and the same with numpy's BLAS left to its own threads (the baseline of the
+embedding backend's ``blas_threads=1``). Reports requests per second, the share of 429 answers, and latency
+percentiles of the 200s. The workers share a Redis cache (``--cache-url``, used when reachable; only this
+benchmark's ``bench:`` keys are deleted) so that the limits count across them; without one each worker counts on
+its own and the table says so.
 
     python bench/bench_converse_load.py [--clients 4] [--seconds 10] [--workers 2]
 """
@@ -82,7 +84,7 @@ def main() -> None:
     cache = "each worker's own memory"
     try:
         client = redis.Redis.from_url(args.cache_url, socket_connect_timeout=1)
-        client.flushdb()  # no counts left from an earlier run
+        client.ping()
         env["BENCH_CACHE_URL"] = args.cache_url
         cache = f"shared Redis cache {args.cache_url}"
     except redis.RedisError:
@@ -90,12 +92,14 @@ def main() -> None:
     rows = []
     for label, extra in (
         ("default limits (30/minute per IP)", {}),
-        ("limits lifted", {"BENCH_RELAXED_LIMITS": "1"}),
+        ("limits and caches lifted", {"BENCH_RELAXED_LIMITS": "1"}),
+        ("the same, BLAS threads left to numpy", {"BENCH_RELAXED_LIMITS": "1", "BENCH_BLAS_THREADS_DEFAULT": "1"}),
     ):
         with LiveServer(args.port, {**env, **extra}, workers=args.workers) as server:
-            load(args.port, queries[:20], 2, 2)  # warm-up: models loaded in every worker
-            if "BENCH_CACHE_URL" in env:
-                client.flushdb()  # the measured run starts with the whole minute's quota
+            load(args.port, queries[:20], args.clients, 3)  # warm-up: the model loaded in every worker
+            if "BENCH_CACHE_URL" in env:  # the measured run starts with the whole minute's quota
+                for key in client.scan_iter("bench:*"):
+                    client.delete(key)
             result = load(args.port, queries, args.clients, args.seconds)
             del server
         rows.append(

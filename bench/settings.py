@@ -19,7 +19,7 @@ if os.environ.get("BENCH_WITHOUT_AGENT_MIDDLEWARE"):
     MIDDLEWARE = [m for m in MIDDLEWARE if m != "agent_handshake.middleware.AgentDiscoveryMiddleware"]  # noqa: F405
 
 # bench_converse_load.py runs several gunicorn workers: the rate limits must count across them, so it passes a
-# shared cache (Redis, when one is reachable) and, for its second run, lifts the limits and the answer cache.
+# shared cache (Redis, when one is reachable) and, for its other runs, lifts the limits and the caches.
 if os.environ.get("BENCH_CACHE_URL"):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                           "LOCATION": os.environ["BENCH_CACHE_URL"], "KEY_PREFIX": "bench"}}  # fmt: skip
@@ -29,4 +29,8 @@ if os.environ.get("BENCH_RELAXED_LIMITS"):
         "RATE_LIMITS": {"unauthenticated": {"requests": "1000000/minute", "token_budget": "5000/session"}},
         "AGENT_RATE_LIMIT": "1000000/minute",
         "ANSWER_CACHE_TIMEOUT": 0,
+        "EMBEDDING_CACHE_SIZE": 0,  # every request embeds its question
     }
+# ... and once more with BLAS threads left to numpy (the baseline of MiniLMEmbeddings' blas_threads=1).
+if os.environ.get("BENCH_BLAS_THREADS_DEFAULT"):
+    AGENT_HANDSHAKE = {**AGENT_HANDSHAKE, "EMBEDDING_OPTIONS": {"blas_threads": None}}

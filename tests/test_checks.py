@@ -51,6 +51,9 @@ def test_w001_unknown_key():
         {"DEFAULT_CONTENT_SIGNALS": {"ai_train": "no"}},
         {"EXEMPT_PATHS": ["(unclosed"]},
         {"BASE_URL": "example.com/path"},
+        {"MAX_RANKED_ROWS": 0},
+        {"RETRIEVAL_CANDIDATES": -5},
+        {"MAX_TERM_SHARE": 0},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from io import StringIO
 from itertools import pairwise
@@ -9,6 +10,7 @@ from itertools import pairwise
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
+from django.utils import timezone
 
 from agent_handshake.models import Document, EmbeddingIndex, Passage
 from agent_handshake.retrieval.chunking import split_markdown
@@ -85,34 +87,86 @@ def test_each_side_and_the_fusion(articles):
     assert fused[0].passages[0].vector_rank == 1
 
 
-@pytest.mark.django_db
-def test_full_text_ranks_the_passages_of_the_rarest_words_within_the_budget(publish):
+@pytest.fixture
+def kettles(publish):
+    """Four recent notes say "kettle"; one older article says "tetsubin" and "kettle"; one says neither."""
+    recent = timezone.now()
     for n in range(4):
-        publish(Article, title=f"Note {n}", slug=f"note-{n}", summary="", body=f"Our kettle number {n} whistles.")
-    publish(Article, title="Iron", slug="iron", summary="", body="A tetsubin is a cast-iron kettle from Japan.")
-    publish(Article, title="Tea", slug="tea", summary="", body="Sencha is a steamed green tea.")
+        publish(Article, title=f"Note {n}", slug=f"note-{n}", body=f"Our kettle number {n} whistles.",
+                published_at=recent)  # fmt: skip
+    publish(Article, title="Iron", slug="iron", body="A tetsubin is a cast-iron kettle from Japan.",
+            published_at=recent - datetime.timedelta(days=30))  # fmt: skip
+    publish(Article, title="Tea", slug="tea", body="Sencha is a steamed green tea.", published_at=recent)
+
+
+def paths(passage_ids):
+    return [Passage.objects.select_related("document").get(pk=pk).document.path for pk in passage_ids]
+
+
+@pytest.mark.django_db
+def test_full_text_ranks_the_passages_of_the_rarest_words_within_the_budget(kettles):
     retriever = HybridRetriever()
     scope = Filters(models=["testapp.article"])
-    with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0}):
+    every_word = {"MAX_TERM_SHARE": 1.0}
+    with override_settings(AGENT_HANDSHAKE=every_word):
         terms = retriever.query_terms("kettle tetsubin")
         assert [(term.lexeme, term.passages) for term in terms] == [("tetsubin", 1), ("kettl", 5)]
         assert terms[0].idf > terms[1].idf
-        # Both words fit a budget of 6 passages: every passage holding either is ranked, both words first.
         assert [t.lexeme for t in retriever.matching_terms(terms, 6)] == ["tetsubin", "kettl"]
-        with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0, "MAX_RANKED_ROWS": 6}):
+        assert [t.lexeme for t in retriever.matching_terms(terms, 5)] == ["tetsubin"]
+        with override_settings(AGENT_HANDSHAKE={**every_word, "MAX_RANKED_ROWS": 6}):
             ranked = retriever.search_documents("kettle tetsubin", filters=scope, mode="text")
         assert ranked[0].url == "/articles/iron/"
         assert sorted(hit.url for hit in ranked[1:]) == [f"/articles/note-{n}/" for n in range(4)]
-        # A budget of 5: the rarest word alone decides which passages are ranked.
-        assert [t.lexeme for t in retriever.matching_terms(terms, 5)] == ["tetsubin"]
-        with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0, "MAX_RANKED_ROWS": 5}):
-            assert [hit.url for hit in retriever.search_documents("kettle tetsubin", filters=scope, mode="text")] == [
-                "/articles/iron/"
-            ]
+        with override_settings(AGENT_HANDSHAKE={**every_word, "MAX_RANKED_ROWS": 5}):
+            # The rarest word's passage is enough for one candidate: only it is ranked.
+            assert paths(retriever.text_candidates("kettle tetsubin", scope, 1)) == ["/articles/iron/"]
+            # Too few for five: the passages of every word are ranked too, the rare word's first.
+            widened = paths(retriever.text_candidates("kettle tetsubin", scope, 5))
+            assert widened[0] == "/articles/iron/"
+            assert sorted(widened[1:]) == [f"/articles/note-{n}/" for n in range(4)]
             # The rarest word is always used; past the budget its passages are cut to the budget.
-            assert len(retriever.search_documents("kettle", filters=scope, mode="text")) == 5
-        with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0, "MAX_RANKED_ROWS": 3}):
-            assert len(retriever.search_documents("kettle", filters=scope, mode="text")) == 3
+            assert len(retriever.text_candidates("kettle", scope, 50)) == 5
+        with override_settings(AGENT_HANDSHAKE={**every_word, "MAX_RANKED_ROWS": 3}):
+            assert len(retriever.text_candidates("kettle", scope, 50)) == 3
+
+
+@pytest.mark.django_db
+def test_full_text_within_filters_that_exclude_the_rarest_word(kettles):
+    """The passage counts are the site's: within a filter the rarest word may match nothing."""
+    retriever = HybridRetriever()
+    recent = Filters(models=["testapp.article"], published_after=timezone.now() - datetime.timedelta(days=1))
+    with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0, "MAX_RANKED_ROWS": 5}):
+        found = paths(retriever.text_candidates("tetsubin kettle", recent, 50))
+    assert sorted(found) == [f"/articles/note-{n}/" for n in range(4)]
+
+
+@pytest.mark.django_db
+def test_full_text_weights_rare_words_above_repeated_common_ones(publish):
+    publish(Article, title="One", slug="one", body="The kettle, the kettle, the kettle: a kettle for every kettle.")
+    publish(Article, title="Two", slug="two", body="A tetsubin.")
+    # IDF grows with the passage count PostgreSQL estimates for the whole table (other tests' rows too): enough
+    # "kettle"s keep its weight well below "tetsubin"'s whatever that estimate is here.
+    for n in range(30):
+        publish(Article, title=f"Filler {n}", slug=f"filler-{n}", body=f"Kettle {n}.")
+    retriever = HybridRetriever()
+    with override_settings(AGENT_HANDSHAKE={"MAX_TERM_SHARE": 1.0}):
+        ranked = retriever.search_documents("kettle tetsubin", filters=Filters(models=["testapp.article"]), mode="text")
+    # Without IDF weights five "kettle"s would outscore one "tetsubin" (ts_rank counts occurrences).
+    assert ranked[0].url == "/articles/two/"
+    assert ranked[1].url == "/articles/one/"
+
+
+@pytest.mark.django_db
+def test_full_text_lexemes_with_quotes_and_backslashes(publish):
+    publish(Article, title="Links", slug="links", body=r"See ex.com/it's:here and C:\\tea\\o'neil for more.")
+    retriever = HybridRetriever()
+    scope = Filters(models=["testapp.article"])
+    terms = [term.lexeme for term in retriever.query_terms(r"ex.com/it's:here C:\\tea\\o'neil")]
+    assert any("'" in lexeme for lexeme in terms)
+    assert [hit.url for hit in retriever.search_documents(r"ex.com/it's:here", filters=scope, mode="text")] == [
+        "/articles/links/"
+    ]
 
 
 @pytest.mark.django_db

@@ -153,8 +153,7 @@ class HybridRetriever:
 
         These decide which passages are ranked at all. A passage holding none of them shares only commoner
         words with the query, each worth less than any of these, so it rarely reaches the top; on a large site
-        this keeps the ranked set small and made of the likeliest passages (at 100,000 passages it agrees with
-        ranking every match on 93 % of the top 50, at a fourteenth of the cost: bench/bench_converse.py)."""
+        this keeps the ranked set small and made of the likeliest passages (README, ``MAX_RANKED_ROWS``)."""
         chosen: list[QueryTerm] = []
         rows = 0
         for term in terms:
@@ -167,10 +166,26 @@ class HybridRetriever:
     def text_candidates(self, query: str, filters: Filters, limit: int) -> list[int]:
         """Passages matching the query's rarest words, ranked like BM25: each query word's ts_rank (term
         frequency, title > heading > text) weighted by its IDF. PostgreSQL's ts_rank alone has no IDF, so a
-        common word would count as much as a rare one; the weights come from LexemeStat."""
+        common word would count as much as a rare one; the weights come from LexemeStat.
+
+        The passage counts are the whole site's, so within the request's filters (or when the rarest words are
+        in few passages) the rarest words may match fewer than ``limit`` passages; then the passages of every
+        query word are ranked too, again at most MAX_RANKED_ROWS of them."""
         terms = self.query_terms(query)
         if not terms:
             return []
+        budget = app_settings.MAX_RANKED_ROWS
+        chosen = self.matching_terms(terms, budget)
+        ids = self._rank_matches(terms, [chosen], filters, limit)
+        if len(ids) < limit and len(chosen) < len(terms):
+            ids = self._rank_matches(terms, [chosen, terms], filters, limit)
+        return ids
+
+    def _rank_matches(
+        self, terms: list[QueryTerm], matches: list[list[QueryTerm]], filters: Filters, limit: int
+    ) -> list[int]:
+        """The best ``limit`` passages holding any word of one of the ``matches`` lists (at most MAX_RANKED_ROWS
+        per list: a hard bound on the work), scored on every word of ``terms``."""
         where, params = filters.sql()
         table = Passage._meta.db_table
         budget = app_settings.MAX_RANKED_ROWS
@@ -178,18 +193,26 @@ class HybridRetriever:
         def tsquery(term: QueryTerm) -> str:
             return "'" + term.lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
-        score = " + ".join(f"%s * ts_rank(search_vector, %s::tsquery, {int(app_settings.TEXT_RANK_NORMALIZATION)})"
-                           for _ in terms)  # fmt: skip
+        normalization = int(app_settings.TEXT_RANK_NORMALIZATION)
+        score = " + ".join(f"%s * ts_rank(search_vector, %s::tsquery, {normalization})" for _ in terms)
         score_params = [value for term in terms for value in (term.idf, tsquery(term))]
-        matching = " | ".join(tsquery(term) for term in self.matching_terms(terms, budget))
-        # The inner LIMIT only binds when the rarest word alone is in more than MAX_RANKED_ROWS passages: a hard
-        # bound on the work. ``search_vector || ''`` detoasts (and decompresses) each vector once for all the
-        # ts_rank calls instead of once per query word: 40 % faster at 100,000 passages.
+        candidate_params = [
+            value for words in matches for value in (" | ".join(tsquery(term) for term in words), *params, budget)
+        ]
+        if len(matches) == 1:
+            matched = f"WHERE search_vector @@ %s::tsquery{where} LIMIT %s"
+        else:
+            union = " UNION ".join(
+                f"(SELECT id FROM {table} WHERE search_vector @@ %s::tsquery{where} LIMIT %s)" for _ in matches
+            )
+            matched = f"WHERE id IN ({union}) OFFSET 0"  # OFFSET 0: not flattened into the ranking query
+        # ``search_vector || ''`` detoasts (and decompresses) each vector once for all the ts_rank calls instead of
+        # once per query word: 40 % faster at 100,000 passages.
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT id FROM (SELECT id, search_vector || ''::tsvector AS search_vector FROM {table} "
-                f"WHERE search_vector @@ %s::tsquery{where} LIMIT %s) AS matched ORDER BY {score} DESC, id LIMIT %s",
-                [matching, *params, budget, *score_params, limit],
+                f"SELECT id FROM (SELECT id, search_vector || ''::tsvector AS search_vector FROM {table} {matched}) "
+                f"AS matched ORDER BY {score} DESC, id LIMIT %s",
+                [*candidate_params, *score_params, limit],
             )
             return [row[0] for row in cursor.fetchall()]
 
