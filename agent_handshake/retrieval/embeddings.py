@@ -94,8 +94,8 @@ class MiniLMEmbeddings(EmbeddingBackend):
 
     Queries are embedded one per request, and a server runs many requests at once: when the encoder loads, the
     process's BLAS is set to ``blas_threads`` threads (default 1; ``None`` leaves it alone). On 2 cores that
-    costs an idle machine 4 ms per query and gives gunicorn 3.6 times the throughput under 4 concurrent clients
-    (p95 1.2 s → 0.2 s; bench/bench_converse_load.py).
+    costs an idle machine about 4 ms per query and gives gunicorn 2.7 times the throughput under 4 concurrent
+    clients (p95 0.9 s → 0.3 s; bench/bench_converse_load.py).
     """
 
     model_id = "sentence-transformers/all-MiniLM-L6-v2"
