@@ -101,6 +101,7 @@ class MiniLMEmbeddings(EmbeddingBackend):
     model_id = "sentence-transformers/all-MiniLM-L6-v2"
     dimensions = 384
     _encoder: Any = None
+    _blas_threads: int | None = None  # what the process's BLAS was set to when the encoder loaded
     _lock = threading.Lock()
 
     def __init__(self, batch_size: int = 32, workers: int | None = None, blas_threads: int | None = 1) -> None:
@@ -123,6 +124,7 @@ class MiniLMEmbeddings(EmbeddingBackend):
                         from threadpoolctl import threadpool_limits
 
                         threadpool_limits(limits=self.blas_threads, user_api="blas")  # for the process, not undone
+                        cls._blas_threads = self.blas_threads
                     cls._encoder = encoder
         return cls._encoder
 
@@ -132,12 +134,16 @@ class MiniLMEmbeddings(EmbeddingBackend):
         if self.workers < 2 or len(texts) < 2 * self.batch_size:
             return encoder.encode(texts, batch_size=self.batch_size)
         from concurrent.futures import ThreadPoolExecutor
+        from contextlib import nullcontext
 
         from threadpoolctl import threadpool_limits
 
         size = -(-len(texts) // self.workers)
         parts = [texts[start : start + size] for start in range(0, len(texts), size)]
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(len(parts)) as pool:
+        # Already single-threaded for the whole process (the default): no process-wide switch back and forth,
+        # which overlapping calls would race on.
+        single = nullcontext() if type(self)._blas_threads == 1 else threadpool_limits(limits=1, user_api="blas")
+        with single, ThreadPoolExecutor(len(parts)) as pool:
             vectors = list(pool.map(lambda part: encoder.encode(part, batch_size=self.batch_size), parts))
         return np.vstack(vectors)
 
