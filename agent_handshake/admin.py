@@ -206,10 +206,9 @@ class JobAdmin(ReadOnlyJobMixin, admin.ModelAdmin):
     search_fields = ("id", "requesting_agent", "query")
     date_hierarchy = "created_at"
     fieldsets = [(None, {"fields": JOB_FIELDS}), ("Callback", {"fields": CALLBACK_FIELDS})]
-    readonly_fields = JOB_FIELDS + CALLBACK_FIELDS
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.method in ("GET", "HEAD") and super().has_change_permission(request, obj)
+        return False  # Django's view-only change page shows every field
 
 
 class DeskAnswerForm(forms.ModelForm):

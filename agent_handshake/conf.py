@@ -102,8 +102,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_TERM_SHARE": 0.2,
     "MAX_QUERY_TERMS": 64,
     # The passages ranked per query: those holding the rarest query words, taken rarest first while their
-    # passages add up to at most this many (a hard cap when the rarest word alone is in more). Bounds the cost of
-    # full text on a large site (bench/bench_converse.py).
+    # passages add up to at most this many; when they match too few, every word's, again at most this many.
+    # Bounds the cost of full text on a large site (README; bench/bench_converse.py).
     "MAX_RANKED_ROWS": 5000,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,

@@ -37,7 +37,6 @@ from .actions import (
     response_meta,
     response_object,
 )
-from .ahp import keys
 from .conf import app_settings
 from .models import ApiKey, IdempotencyRecord, Job
 from .registry import Capability, capability_registry
@@ -225,12 +224,15 @@ def complete_waiting(job_id: str, outcome: Outcome) -> Job:
         return job
 
 
-def expire(now: datetime.datetime | None = None) -> int:
-    """Jobs whose wait ran out become ``expired`` (and their callbacks are sent)."""
+def expire(now: datetime.datetime | None = None, *, pk: Any = None) -> int:
+    """Jobs whose wait ran out (or only job ``pk``, if its did) become ``expired`` (and their callbacks are sent)."""
     now = now or timezone.now()
     count = 0
+    overdue = Job.objects.filter(status=Status.WAITING, expires_at__lte=now)
+    if pk is not None:
+        overdue = overdue.filter(pk=pk)
     with transaction.atomic():
-        for job in Job.objects.select_for_update(skip_locked=True).filter(status=Status.WAITING, expires_at__lte=now):
+        for job in overdue.select_for_update(skip_locked=True):
             job.status = Status.EXPIRED
             job.progress = "No one answered in time; the request expired."
             job.finished_at = now
@@ -261,7 +263,7 @@ def _backoff(attempt: int) -> float:
 def callback_headers(job: Job, body: bytes) -> dict[str, str] | None:
     """The signature headers of a callback, or None when the key's secret cannot be recomputed."""
     key = job.api_key
-    secret = keys.recover_secret(key.key_id, key.salt, key.secret_hash) if key else None
+    secret = key.secret() if key else None
     if secret is None:
         return None
     return {**callbacks.sign(secret, body), "X-AHP-Key-Id": key.key_id, "X-AHP-Session-Id": job.pk}

@@ -344,6 +344,12 @@ class ApiKey(models.Model):
     def allows(self, scope: str | None) -> bool:
         return scope is None or "*" in self.scopes or scope in self.scopes
 
+    def secret(self) -> str | None:
+        """The key's secret, recomputed (to check signed requests and sign callbacks); None if it cannot be."""
+        from .ahp import keys
+
+        return keys.recover_secret(self.key_id, self.salt, self.secret_hash)
+
 
 class Job(models.Model):
     """One invocation of an ``async`` capability (AHP §6.4, §9), from acceptance to its final state.

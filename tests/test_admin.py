@@ -117,3 +117,20 @@ def test_documents_are_read_only_in_admin(client, publish):
     assert client.get("/admin/agent_handshake/document/add/").status_code == 403
     assert client.post(f"/admin/agent_handshake/document/{document.pk}/change/", {"title": "x"}).status_code == 403
     assert Document.objects.get().title == "Read me"
+
+
+@pytest.mark.django_db
+def test_jobs_are_read_only_in_the_admin(admin_client):
+    from agent_handshake.models import Job
+
+    job = Job.objects.create(capability="compile_report", query="tea", callback_url="https://agent.example/cb",
+                             callback_last_error="503 Service Unavailable")  # fmt: skip
+    url = f"/admin/agent_handshake/job/{job.pk}/change/"
+    page = admin_client.get(url)
+    assert page.status_code == 200
+    assert b"503 Service Unavailable" in page.content  # every field shown, none editable
+    assert b'name="capability"' not in page.content
+    assert admin_client.post(url, {"capability": "changed"}).status_code == 403
+    job.refresh_from_db()
+    assert job.capability == "compile_report"
+    assert admin_client.get("/admin/agent_handshake/job/add/").status_code == 403

@@ -397,6 +397,21 @@ def test_mode2_requests_are_limited_per_api_key(client, settings, demo_content):
     assert converse(client, question).status_code == 200  # anonymous requests from the same IP: their own limit
 
 
+def test_credentials_in_the_body_get_the_keys_limit_not_the_ips(client, settings, demo_content):
+    settings.AGENT_HANDSHAKE = {
+        **settings.AGENT_HANDSHAKE,
+        "RATE_LIMITS": {"unauthenticated": {"requests": "2/minute"}, "authenticated": {"requests": "100/minute"}},
+    }
+    _, secret = issue()
+    question = {"capability": "content_search", "query": "gyokuro water temperature", "auth": f"Bearer {secret}"}
+    responses = [converse(client, question) for _ in range(4)]
+    assert [r.status_code for r in responses] == [200] * 4
+    assert responses[-1]["X-RateLimit-Limit"] == "100"
+    # The IP's own quota is untouched: anonymous requests from it still get their two.
+    anonymous = {key: value for key, value in question.items() if key != "auth"}
+    assert [converse(client, anonymous).status_code for _ in range(3)] == [200, 200, 429]
+
+
 def test_output_not_matching_its_schema_is_a_logged_500_and_nothing_is_kept(client, registries, caplog):
     @agent_handshake.capability(
         description="Creates a client, then returns the wrong shape.",

@@ -67,15 +67,6 @@ def sign_request(secret: str, method: str, full_path: str, body: bytes, timestam
     return {"X-AHP-Key-Id": key_id, "X-AHP-Timestamp": stamp, "X-AHP-Signature": f"v1={signature}"}
 
 
-def presented(request: HttpRequest) -> bool:
-    """Whether the request carries credentials of any scheme (checked or not)."""
-    headers = request.headers
-    authorization = headers.get("Authorization", "")
-    return bool(
-        authorization.lower().startswith("bearer ") or headers.get("X-AHP-Key") or headers.get("X-AHP-Signature")
-    )
-
-
 def _find_key(key_id: str | None) -> ApiKey | None:
     return ApiKey.objects.select_related("client").filter(key_id=key_id).first() if key_id else None
 
@@ -119,7 +110,7 @@ def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
     if abs(time.time() - moment) > skew:
         raise AuthError(f"X-AHP-Timestamp is more than {skew} seconds from the server's clock.")
     key = _find_key(key_id)
-    secret = keys.recover_secret(key.key_id, key.salt, key.secret_hash) if key else None
+    secret = key.secret() if key else None
     if secret is None:
         raise AuthError("The credentials are not valid.")
     expected = hmac.new(

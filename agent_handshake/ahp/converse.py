@@ -66,7 +66,7 @@ def rate_limited(usage: ratelimit.Usage, message: str) -> JsonResponse:
 
 def refused(counter: ratelimit.Counter, exc: auth.AuthError) -> JsonResponse:
     """401 for refused credentials, counted per IP (429 once that limit is hit)."""
-    ip = counter.refused_credentials()
+    ip = counter.count_ip()
     if ip.exceeded:
         return rate_limited(ip, "Rate limit exceeded for this IP address.")
     return unauthorized(exc)
@@ -96,8 +96,6 @@ class ConverseView(View):
         return method_not_allowed(request.method or "", ["POST"])
 
     def post(self, request: HttpRequest) -> HttpResponse:
-        if self.counter.ip and self.counter.ip.exceeded:
-            return rate_limited(self.counter.ip, "Rate limit exceeded for this IP address.")
         limit = app_settings.MAX_REQUEST_BYTES
         too_large = error_response(413, "request_too_large", f"The request body is over the {limit}-byte cap.")
         try:
@@ -120,7 +118,11 @@ class ConverseView(View):
             credentials = auth.authenticate(request, body, converse_request.raw.get("auth"))
         except auth.AuthError as exc:
             return refused(self.counter, exc)
-        if credentials is not None:
+        if credentials is None:
+            ip = self.counter.count_ip()
+            if ip.exceeded:
+                return rate_limited(ip, "Rate limit exceeded for this IP address.")
+        else:
             usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
             if usage.exceeded:
                 return rate_limited(usage, "Rate limit exceeded for this API key.")

@@ -300,13 +300,14 @@ class JobStatusView(View):
     def get(self, request: HttpRequest, session_id: str) -> HttpResponse:
         from .converse import rate_limited, refused, unauthorized
 
-        if self.counter.ip and self.counter.ip.exceeded:
-            return rate_limited(self.counter.ip, "Rate limit exceeded for this IP address.")
         try:
             credentials = auth.authenticate(request, b"")
         except auth.AuthError as exc:
             return refused(self.counter, exc)
         if credentials is None:
+            ip = self.counter.count_ip()
+            if ip.exceeded:
+                return rate_limited(ip, "Rate limit exceeded for this IP address.")
             return unauthorized(auth.AuthError("Job status is readable only with the credentials that started it."))
         usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
         if usage.exceeded:
@@ -317,6 +318,6 @@ class JobStatusView(View):
         if job.api_key_id != credentials.key.pk:
             return error_response(403, "forbidden", "These credentials did not start this job.")
         if job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
-            jobs.expire()
+            jobs.expire(pk=job.pk)  # the others are the recover_jobs task's
             job.refresh_from_db()
         return JsonResponse(jobs.status_body(job))

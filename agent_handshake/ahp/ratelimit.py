@@ -77,21 +77,18 @@ def count_ip(request: HttpRequest) -> Usage:
 
 
 class Counter:
-    """The counters of one request: per IP unless it presents credentials, then per API key once they are
-    checked (§11.2: authenticated agents get their own, larger limit, not their IP's). Wrong credentials are
-    counted per IP, like anonymous requests, so guessing keys is limited too."""
+    """The counters of one request: per API key once its credentials are checked (§11.2: authenticated agents
+    get their own, larger limit, not their IP's), else per IP. Credentials may come in the body, so nothing is
+    counted before it is read. Refused credentials and requests that never reach the check (a malformed or
+    oversize body) count per IP, like anonymous requests, so guessing keys is limited too."""
 
     def __init__(self, request: HttpRequest) -> None:
-        from .auth import presented
-
         self.request = request
         self.usages: list[Usage] = []
         self.ip: Usage | None = None
-        if not presented(request):
-            self.ip = count_ip(request)
-            self.usages.append(self.ip)
 
-    def refused_credentials(self) -> Usage:
+    def count_ip(self) -> Usage:
+        """This request's per-IP count (counted once)."""
         if self.ip is None:
             self.ip = count_ip(self.request)
             self.usages.append(self.ip)
@@ -102,8 +99,8 @@ class Counter:
         return usage
 
     def headers(self, response: HttpResponseBase) -> HttpResponseBase:
-        if not self.usages:  # credentials presented but never checked (a malformed or oversize body)
-            self.refused_credentials()
+        if not self.usages:  # the request never reached the credentials check
+            self.count_ip()
         return add_headers(response, most_constrained(self.usages))
 
 

@@ -207,7 +207,7 @@ class HybridRetriever:
             )
             matched = f"WHERE id IN ({union}) OFFSET 0"  # OFFSET 0: not flattened into the ranking query
         # ``search_vector || ''`` detoasts (and decompresses) each vector once for all the ts_rank calls instead of
-        # once per query word: 40 % faster at 100,000 passages.
+        # once per query word (SciFact queries at 100,000 passages: 48 → 29 ms p50).
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT id FROM (SELECT id, search_vector || ''::tsvector AS search_vector FROM {table} {matched}) "
