@@ -156,12 +156,14 @@ class AgentDiscoveryMiddleware:
             markcoroutinefunction(self)
         self._fragments: tuple[str, bytes, bytes] | None = None
         self._exempt: list[re.Pattern[str]] | None = None
+        self._endpoints: tuple[str, str] | None = None
         setting_changed.connect(self._settings_changed, weak=True)
 
     def _settings_changed(self, *, setting: str, **kwargs: Any) -> None:
         if setting in (SETTING_NAME, "ROOT_URLCONF", "TEMPLATES"):
             self._fragments = None
             self._exempt = None
+            self._endpoints = None
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.async_mode:
@@ -188,7 +190,7 @@ class AgentDiscoveryMiddleware:
 
     def early_response(self, request: HttpRequest) -> HttpResponseBase | None:
         """The manifest or a markdown version, when the request asks for one; else None."""
-        if request.method not in ("GET", "HEAD"):
+        if request.method not in ("GET", "HEAD") or self.is_endpoint(request.path_info):
             return None
         accept = request.META.get("HTTP_ACCEPT", "")  # not request.headers: that copies all of META
         if app_settings.ACCEPT_HEADER_DISCOVERY and AGENT_JSON in accept and self._accepts(request, AGENT_JSON):
@@ -203,6 +205,16 @@ class AgentDiscoveryMiddleware:
             if MARKDOWN in accept and request.get_preferred_type(["text/html", MARKDOWN]) == MARKDOWN:
                 return self._markdown(request, [path])
         return None
+
+    def is_endpoint(self, path: str) -> bool:
+        """Whether ``path`` is /agent/converse or a job's status URL: they answer every request themselves (in
+        AHP JSON, with rate-limit headers), whatever it accepts; an agent polling a job with
+        ``Accept: application/agent+json`` wants the job, not the manifest."""
+        if self._endpoints is None:
+            status = reverse("agent_handshake:converse_status", args=["-"])
+            self._endpoints = (reverse("agent_handshake:converse"), status[: -len("-")])
+        converse, status_prefix = self._endpoints
+        return path == converse or path.startswith(status_prefix)
 
     @staticmethod
     def _accepts(request: HttpRequest, media_type: str) -> bool:
@@ -222,6 +234,8 @@ class AgentDiscoveryMiddleware:
         from .models import Document
         from .views import markdown_response
 
+        if not _storable(request.path_info):
+            return None
         document = Document.objects.select_related("content_type").filter(path__in=paths).order_by("pk").first()
         return markdown_response(request, document) if document is not None else None
 
@@ -262,7 +276,7 @@ class AgentDiscoveryMiddleware:
     @staticmethod
     def _model_label(request: HttpRequest, response: HttpResponseBase) -> str | None:
         """The registered model whose object this page shows, for its own content signals."""
-        if response.status_code != 200:
+        if response.status_code != 200 or not _storable(request.path_info):
             return None
         from .models import Document
 
@@ -308,6 +322,13 @@ class AgentDiscoveryMiddleware:
         if etag and not etag.startswith("W/"):
             # The body changed after the ETag was computed: it is no longer byte-for-byte (RFC 9110 §8.8.1).
             response.headers["ETag"] = f"W/{etag}"
+
+
+def _storable(path: str) -> bool:
+    """Whether a path can be looked up among the documents' paths at all: a ``%00`` in the URL decodes to a NUL,
+    which no PostgreSQL text value holds (the query would fail). Django has already replaced undecodable bytes,
+    so NUL is the one character to rule out."""
+    return "\x00" not in path
 
 
 def _inject_sync(injector: HtmlInjector, chunks: Iterator[bytes]) -> Iterator[bytes]:

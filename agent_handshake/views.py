@@ -16,8 +16,10 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
+from django.utils.decorators import method_decorator
 from django.utils.http import http_date, quote_etag
 from django.views import View
+from django.views.decorators.csrf import csrf_exempt
 
 from . import content_signals, state
 from .ahp.errors import method_not_allowed
@@ -46,6 +48,7 @@ def _finish(response: HttpResponseBase, etag: str, last_modified: str) -> HttpRe
     return response
 
 
+@method_decorator(csrf_exempt, name="dispatch")  # read-only: a wrong method gets the JSON 405, not the CSRF page
 class AgentDocumentView(View, abc.ABC):
     """A generated, cacheable document answered with ETag/Last-Modified and 304 on a match."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import re
 import time
 from dataclasses import dataclass
 
@@ -34,6 +35,10 @@ from . import keys
 
 SIGNATURE_ALGORITHM = "AHP-HMAC-SHA256"
 LAST_USED_RESOLUTION = datetime.timedelta(seconds=60)
+#: Unix seconds in ASCII digits; 15 of them reach past the year 30,000,000, so anything longer is refused before
+#: it is turned into a number (``int()`` would also take other scripts' digits and "1_000").
+TIMESTAMP = re.compile(r"[0-9]{1,15}")
+SIGNATURE = re.compile(r"[0-9a-f]{64}")
 
 
 class AuthError(Exception):
@@ -67,8 +72,16 @@ def sign_request(secret: str, method: str, full_path: str, body: bytes, timestam
     return {"X-AHP-Key-Id": key_id, "X-AHP-Timestamp": stamp, "X-AHP-Signature": f"v1={signature}"}
 
 
+def _printable_ascii(value: str) -> bool:
+    """Every credential we issue is printable ASCII; anything else (NUL, controls, other scripts) cannot match and
+    is refused before it reaches a query or a comparison."""
+    return value.isascii() and value.isprintable()
+
+
 def _find_key(key_id: str | None) -> ApiKey | None:
-    return ApiKey.objects.select_related("client").filter(key_id=key_id).first() if key_id else None
+    if not key_id or not _printable_ascii(key_id):
+        return None
+    return ApiKey.objects.select_related("client").filter(key_id=key_id).first()
 
 
 def _usable(key: ApiKey) -> ApiKey:
@@ -85,7 +98,7 @@ def _usable(key: ApiKey) -> ApiKey:
 
 def _by_secret(secret: str, scheme: str) -> Credentials:
     secret = secret.strip()
-    key = _find_key(keys.key_id_of(secret))
+    key = _find_key(keys.key_id_of(secret)) if _printable_ascii(secret) else None
     if key is None or not keys.matches(secret, key.secret_hash):
         raise AuthError("The credentials are not valid.")
     return Credentials(_usable(key), scheme)
@@ -100,14 +113,13 @@ def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
     )
     if not key_id or not stamp:
         raise AuthError("A signed request needs X-AHP-Key-Id, X-AHP-Timestamp and X-AHP-Signature.")
-    if not signature.startswith("v1="):
+    given = signature[3:].strip().lower()
+    if not signature.startswith("v1=") or not SIGNATURE.fullmatch(given):
         raise AuthError("X-AHP-Signature must be 'v1=<hex HMAC-SHA256>'.")
-    try:
-        moment = int(stamp)
-    except ValueError:
-        raise AuthError("X-AHP-Timestamp must be Unix seconds.") from None
+    if not TIMESTAMP.fullmatch(stamp):
+        raise AuthError("X-AHP-Timestamp must be Unix seconds.")
     skew = app_settings.SIGNATURE_MAX_SKEW
-    if abs(time.time() - moment) > skew:
+    if abs(time.time() - int(stamp)) > skew:
         raise AuthError(f"X-AHP-Timestamp is more than {skew} seconds from the server's clock.")
     key = _find_key(key_id)
     secret = key.secret() if key else None
@@ -116,7 +128,6 @@ def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
     expected = hmac.new(
         secret.encode(), string_to_sign(request.method or "", request.get_full_path(), stamp, body), hashlib.sha256
     ).hexdigest()
-    given = signature[3:].strip().lower()
     if not hmac.compare_digest(expected, given):
         raise AuthError("The request signature does not match.")
     try:

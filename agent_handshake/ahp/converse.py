@@ -98,11 +98,10 @@ class ConverseView(View):
     def post(self, request: HttpRequest) -> HttpResponse:
         limit = app_settings.MAX_REQUEST_BYTES
         too_large = error_response(413, "request_too_large", f"The request body is over the {limit}-byte cap.")
-        try:
-            declared = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            declared = 0
-        if declared > limit:
+        declared = request.META.get("CONTENT_LENGTH") or "0"
+        if not (declared.isascii() and declared.isdigit()):  # Django's request.body would fail on it (a 500)
+            return error_response(400, "invalid_request", "Content-Length must be a number of bytes.")
+        if int(declared) > limit:
             return too_large
         try:
             body = request.body

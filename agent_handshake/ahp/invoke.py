@@ -29,6 +29,7 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 
 from .. import callbacks, jobs, state
 from ..actions import (
@@ -49,7 +50,7 @@ from ..registry import Capability
 from . import auth, ratelimit
 from .errors import error_response, method_not_allowed
 from .negotiation import Negotiated
-from .request import ConverseRequest
+from .request import ConverseRequest, unstorable
 from .sessions import SessionError, load_session, new_session
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ class Call:
         idempotency_key = self.request.headers.get("Idempotency-Key")
         if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
             return error_response(400, "invalid_request", f"Idempotency-Key is over {MAX_IDEMPOTENCY_KEY} characters.")
+        if idempotency_key and not (idempotency_key.isascii() and idempotency_key.isprintable()):
+            return error_response(400, "invalid_request", "Idempotency-Key must be printable ASCII characters.")
         try:
             with transaction.atomic():
                 if idempotency_key and self.key is not None:
@@ -280,6 +283,7 @@ class Call:
 
 
 @method_decorator(never_cache, name="dispatch")
+@method_decorator(csrf_exempt, name="dispatch")  # read-only: a wrong method gets the JSON 405, not the CSRF page
 class JobStatusView(View):
     """``GET /agent/converse/status/<session_id>`` (§9.2): readable only with the credentials that started it."""
 
@@ -312,6 +316,10 @@ class JobStatusView(View):
         usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
         if usage.exceeded:
             return rate_limited(usage, "Rate limit exceeded for this API key.")
+        if unstorable(session_id):
+            return error_response(
+                400, "invalid_request", "The session_id in the URL contains a NUL character or a surrogate."
+            )
         job = Job.objects.filter(pk=session_id).first()
         if job is None:
             return error_response(404, "invalid_request", "No job has this session_id.", reason="unknown_session")
