@@ -88,14 +88,25 @@ def print_table(title: str, header: list[str], rows: list[list[object]]) -> None
 
 
 class LiveServer:
-    """The project under gunicorn on 127.0.0.1 (one worker process), for measurements over real HTTP."""
+    """The project under gunicorn on 127.0.0.1 (one worker process), for measurements over real HTTP; with
+    ``server="runserver"``, under Django's development server instead (threaded, what ``make demo`` runs)."""
 
-    def __init__(self, port: int, env: dict[str, str] | None = None, threads: int = 2, workers: int = 1) -> None:
+    def __init__(
+        self,
+        port: int,
+        env: dict[str, str] | None = None,
+        threads: int = 2,
+        workers: int = 1,
+        server: str = "gunicorn",
+        quiet: bool = False,
+    ) -> None:
         import subprocess
 
         self.url = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen(
-            [
+        if server == "runserver":
+            command = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"]
+        else:
+            command = [
                 sys.executable,
                 "-m",
                 "gunicorn",
@@ -112,7 +123,12 @@ class LiveServer:
                 "warning",
                 "--keep-alive",
                 "5",
-            ],
+            ]
+        output = subprocess.DEVNULL if quiet else None  # e.g. runserver's line per request
+        self.process = subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=output,
             cwd=ROOT,
             env={**os.environ, "DJANGO_SETTINGS_MODULE": "bench.settings", **(env or {})},
         )

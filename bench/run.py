@@ -25,6 +25,7 @@ def main() -> int:
         "bench_converse",
         "bench_converse_load",
         "bench_jobs",
+        "bench_fuzz",
     ]
     for script in (HERE / f"{name}.py" for name in order):
         if wanted and not any(word in script.stem for word in wanted):

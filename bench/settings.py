@@ -34,3 +34,9 @@ if os.environ.get("BENCH_RELAXED_LIMITS"):
 # ... and once more with BLAS threads left to numpy (the baseline of MiniLMEmbeddings' blas_threads=1).
 if os.environ.get("BENCH_BLAS_THREADS_DEFAULT"):
     AGENT_HANDSHAKE = {**AGENT_HANDSHAKE, "EMBEDDING_OPTIONS": {"blas_threads": None}}
+# bench_fuzz.py: the demo site as `make demo` serves it, every limit lifted (its requests share one address).
+if os.environ.get("BENCH_FUZZ"):
+    from tests.fuzzing import LIFTED_LIMITS
+
+    ROOT_URLCONF = "bench.urls_demo"
+    AGENT_HANDSHAKE = {**AGENT_HANDSHAKE, **LIFTED_LIMITS, "SERVE_ROBOTS_TXT": True}
