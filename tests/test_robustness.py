@@ -8,7 +8,9 @@ headers. bench/bench_fuzz.py runs the same strategies for a longer soak.
 
 from __future__ import annotations
 
+import http.client
 import json
+from urllib.parse import urlsplit
 
 import pytest
 from django.db import transaction
@@ -268,6 +270,20 @@ def test_a_malformed_content_length_is_a_400(client, length):
     )
     assert_ahp_error(response, 400, "invalid_request")
     assert_rate_headers(response)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_malformed_content_length_over_http_is_a_400(live_server):
+    """Over a real socket to Django's server (what runserver and `make demo` use), which passes the header on."""
+    conn = http.client.HTTPConnection(urlsplit(live_server.url).hostname, urlsplit(live_server.url).port, timeout=10)
+    body = json.dumps(place("query", "sencha")).encode()
+    conn.request("POST", CONVERSE, body, {"Content-Type": "application/json", "Content-Length": "abc"})
+    response = conn.getresponse()
+    assert response.status == 400
+    assert response.getheader("Content-Type") == "application/json"
+    assert json.loads(response.read())["code"] == "invalid_request"
+    assert all(response.getheader(name) for name in RATE_HEADERS)
+    conn.close()
 
 
 # --- wrong methods: JSON 405, not the CSRF page -------------------------------------------------------------
