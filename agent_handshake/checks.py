@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.urls import NoReverseMatch, reverse
 
-from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, SETTING_NAME, app_settings
+from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, INDEX_ON_SAVE_MODES, SETTING_NAME, app_settings
 from .content_types import TYPE_PATTERN, get_spec
 from .registry import ACTION_TYPES, MODES, ContentConfig, capability_registry, content_registry
 
@@ -169,6 +169,15 @@ def _check_setting_values() -> list[Error]:
                 "AUTHENTICATION",
                 f"is {app_settings.AUTHENTICATION!r}.",
                 hint=f"Use one of {', '.join(AUTHENTICATION_SCHEMES)}.",
+            )
+        )
+    if app_settings.INDEX_ON_SAVE not in INDEX_ON_SAVE_MODES:
+        # Anything else would silently index nothing on save.
+        errors.append(
+            _setting_error(
+                "INDEX_ON_SAVE",
+                f"is {app_settings.INDEX_ON_SAVE!r}.",
+                hint=f"Use one of {', '.join(repr(mode) for mode in INDEX_ON_SAVE_MODES)}.",
             )
         )
     for tier, limits in app_settings.RATE_LIMITS.items():

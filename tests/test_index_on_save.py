@@ -1,0 +1,101 @@
+"""INDEX_ON_SAVE: a save never fails because its indexing cannot be queued, and "auto" works with nothing set up.
+
+Each test gives Celery a project app of its own (as a site's ``proj/celery.py`` would), so the broker a save
+talks to is the one the test names: none, or a closed port on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import celery._state
+import pytest
+from celery import Celery
+from django.db.models import F
+from django.test import override_settings
+
+from agent_handshake.models import Document
+from tests.testapp.models import Article
+
+pytestmark = pytest.mark.django_db
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def celery_app(monkeypatch):
+    """Make a new Celery app the project's app (what `app = Celery("proj")` in proj/celery.py does)."""
+
+    def make(**conf) -> Celery:
+        app = Celery("site", set_as_current=False)
+        app.conf.update(conf)
+        monkeypatch.setattr(celery._state, "default_app", app)
+        monkeypatch.setattr(celery._state._tls, "current_app", app)
+        return app
+
+    return make
+
+
+def indexed(article: Article) -> bool:
+    """The article's document exists and its passages are built from its current content."""
+    return Document.objects.filter(object_id=str(article.pk), indexed_hash=F("content_hash")).exists()
+
+
+def test_save_with_an_unreachable_broker_succeeds_and_is_indexed(
+    celery_app, django_capture_on_commit_callbacks, caplog
+):
+    """The admin used to answer 500 (with the row saved) when the broker could not be reached."""
+    port = closed_port()
+    celery_app(
+        broker_url=f"amqp://guest:guest@127.0.0.1:{port}//",
+        broker_connection_timeout=1,
+        task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.1},
+    )
+    started = time.monotonic()
+    with (
+        override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "celery"}),
+        caplog.at_level(logging.WARNING, logger="agent_handshake.signal_handlers"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        article = Article.objects.create(title="Cold brew", slug="cold-brew", body="Eight hours in the fridge.")
+    assert indexed(article)
+    assert time.monotonic() - started < 30
+    (record,) = [r for r in caplog.records if "Could not queue" in r.getMessage()]
+    assert record.exc_info is not None  # the broker's error is in the log, for the operator
+
+
+def test_auto_indexes_in_the_request_without_a_broker(celery_app, django_capture_on_commit_callbacks):
+    """With nothing configured (no CELERY_BROKER_URL), the default indexes on commit in the saving process."""
+    from agent_handshake.signal_handlers import index_on_save_mode
+
+    celery_app()
+    with override_settings(AGENT_HANDSHAKE={}):
+        assert index_on_save_mode() == "sync"
+        with django_capture_on_commit_callbacks(execute=True):
+            article = Article.objects.create(title="Hojicha", slug="hojicha", body="Roasted green tea.")
+    assert indexed(article)
+
+
+def test_auto_queues_when_the_project_names_a_broker(celery_app, django_capture_on_commit_callbacks, tmp_path):
+    """With a broker, the default queues a task on commit (a worker indexes it) and indexes nothing in the request."""
+    from agent_handshake.signal_handlers import index_on_save_mode
+
+    celery_app(
+        broker_url="filesystem://",
+        broker_transport_options={"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path)},
+    )
+    with override_settings(AGENT_HANDSHAKE={}):
+        assert index_on_save_mode() == "celery"
+        with django_capture_on_commit_callbacks(execute=True):
+            article = Article.objects.create(title="Gyokuro", slug="gyokuro", body="Shaded for three weeks.")
+    assert not Document.objects.filter(object_id=str(article.pk)).exists()
+    messages = list(tmp_path.iterdir())
+    assert len(messages) == 1
+    assert b"agent_handshake.index_object" in messages[0].read_bytes()
