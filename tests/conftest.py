@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
+import celery._state
 import pytest
+from celery import Celery
 from django.core.cache import caches
 
 from agent_handshake import state
@@ -87,3 +90,25 @@ def fake_openai():
     server = FakeOpenAI().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def celery_app(monkeypatch):
+    """Make a new Celery app the project's app (what `app = Celery("proj")` in proj/celery.py does)."""
+
+    def make(**conf) -> Celery:
+        app = Celery("site", set_as_current=False)
+        app.conf.update(conf)
+        monkeypatch.setattr(celery._state, "default_app", app)
+        monkeypatch.setattr(celery._state._tls, "current_app", app)
+        return app
+
+    return make

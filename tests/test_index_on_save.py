@@ -7,12 +7,9 @@ talks to is the one the test names: none, or a closed port on 127.0.0.1.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 
-import celery._state
 import pytest
-from celery import Celery
 from django.db.models import F
 from django.test import override_settings
 
@@ -22,39 +19,17 @@ from tests.testapp.models import Article
 pytestmark = pytest.mark.django_db
 
 
-def closed_port() -> int:
-    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def celery_app(monkeypatch):
-    """Make a new Celery app the project's app (what `app = Celery("proj")` in proj/celery.py does)."""
-
-    def make(**conf) -> Celery:
-        app = Celery("site", set_as_current=False)
-        app.conf.update(conf)
-        monkeypatch.setattr(celery._state, "default_app", app)
-        monkeypatch.setattr(celery._state._tls, "current_app", app)
-        return app
-
-    return make
-
-
 def indexed(article: Article) -> bool:
     """The article's document exists and its passages are built from its current content."""
     return Document.objects.filter(object_id=str(article.pk), indexed_hash=F("content_hash")).exists()
 
 
 def test_save_with_an_unreachable_broker_succeeds_and_is_indexed(
-    celery_app, django_capture_on_commit_callbacks, caplog
+    celery_app, closed_port, django_capture_on_commit_callbacks, caplog
 ):
     """The admin used to answer 500 (with the row saved) when the broker could not be reached."""
-    port = closed_port()
     celery_app(
-        broker_url=f"amqp://guest:guest@127.0.0.1:{port}//",
+        broker_url=f"amqp://guest:guest@127.0.0.1:{closed_port}//",
         broker_connection_timeout=1,
         task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.1},
     )
