@@ -10,7 +10,8 @@ import logging
 import time
 
 import pytest
-from django.db.models import F
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import F, Model
 from django.test import override_settings
 
 from agent_handshake.models import Document
@@ -19,9 +20,11 @@ from tests.testapp.models import Article
 pytestmark = pytest.mark.django_db
 
 
-def indexed(article: Article) -> bool:
-    """The article's document exists and its passages are built from its current content."""
-    return Document.objects.filter(object_id=str(article.pk), indexed_hash=F("content_hash")).exists()
+def indexed(obj: Model) -> bool:
+    """The object's document exists and its passages are built from its current content."""
+    return Document.objects.filter(
+        content_type=ContentType.objects.get_for_model(obj), object_id=str(obj.pk), indexed_hash=F("content_hash")
+    ).exists()
 
 
 def test_save_with_an_unreachable_broker_succeeds_and_is_indexed(
@@ -74,3 +77,34 @@ def test_auto_queues_when_the_project_names_a_broker(celery_app, django_capture_
     messages = list(tmp_path.iterdir())
     assert len(messages) == 1
     assert b"agent_handshake.index_object" in messages[0].read_bytes()
+
+
+def test_admin_save_with_an_unreachable_broker(
+    admin_client, celery_app, closed_port, django_capture_on_commit_callbacks
+):
+    """What the issue saw: saving a post in the admin while the broker is down."""
+    from demo_site.blog.models import Author, Post
+
+    celery_app(
+        broker_url=f"amqp://guest:guest@127.0.0.1:{closed_port}//",
+        broker_connection_timeout=1,
+        task_publish_retry_policy={"max_retries": 0},
+    )
+    author = Author.objects.create(name="Ines Park", slug="ines-park")
+    form = {
+        "title": "Cold-brewing sencha overnight",
+        "slug": "cold-brew-sencha",
+        "author": author.pk,
+        "summary": "Ten grams, a litre of cold water, eight hours.",
+        "body": "Ten grams of sencha in a litre of cold water, eight hours in the fridge.",
+        "status": "published",
+        "published_at_0": "2025-06-01",
+        "published_at_1": "08:00:00",
+    }
+    with (
+        override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "celery"}),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = admin_client.post("/admin/blog/post/add/", form)
+    assert response.status_code == 302, response.content[:500]
+    assert indexed(Post.objects.get(slug="cold-brew-sencha"))
