@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -112,3 +113,27 @@ def celery_app(monkeypatch):
         return app
 
     return make
+
+
+SYSTEM_POSTGRES = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+
+
+@pytest.fixture
+def database_without_pgvector():
+    """The URL of a new database on the machine's own PostgreSQL (127.0.0.1:5432, no pgvector), dropped after."""
+    import psycopg
+
+    try:
+        admin = psycopg.connect(**SYSTEM_POSTGRES, dbname="postgres", autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL accepts user postgres without a password on 127.0.0.1:5432 ({exc})")
+    with admin:
+        if admin.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+            pytest.skip("the PostgreSQL on 127.0.0.1:5432 has pgvector; this test needs one without it")
+        name = f"agent_handshake_no_pgvector_{os.getpid()}"
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield "postgres://{user}@{host}:{port}/".format(**SYSTEM_POSTGRES) + name
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -288,39 +288,10 @@ def test_e010_vector_extension_available_on_the_embedded_server():
     assert checks.check_vector_extension.tags == ("database",)
 
 
-SYSTEM_POSTGRES = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
-
-
-@pytest.fixture
-def database_without_pgvector():
-    """A new database on the machine's own PostgreSQL (127.0.0.1:5432, no pgvector), dropped afterwards."""
-    import psycopg
-
-    try:
-        admin = psycopg.connect(**SYSTEM_POSTGRES, dbname="postgres", autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL accepts user postgres without a password on 127.0.0.1:5432 ({exc})")
-    with admin:
-        if admin.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
-            pytest.skip("the PostgreSQL on 127.0.0.1:5432 has pgvector; this test needs one without it")
-        name = f"agent_handshake_no_pgvector_{os.getpid()}"
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield name
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def _manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url}
     return subprocess.run(
-        [sys.executable, "-m", "django", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-m", "django", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
 
 
@@ -329,7 +300,7 @@ def test_e010_server_without_pgvector_stops_check_and_migrate_before_they_start(
     """`check` used to pass on a PostgreSQL without pgvector; `migrate` then failed half-way."""
     import psycopg
 
-    url = "postgres://{user}@{host}:{port}/".format(**SYSTEM_POSTGRES) + database_without_pgvector
+    url = database_without_pgvector
     checked = _manage("check", "--database", "default", database_url=url)
     assert checked.returncode != 0
     assert "agent_handshake.E010" in checked.stderr
@@ -338,6 +309,6 @@ def test_e010_server_without_pgvector_stops_check_and_migrate_before_they_start(
     migrated = _manage("migrate", "--noinput", database_url=url)
     assert migrated.returncode != 0
     assert "agent_handshake.E010" in migrated.stderr
-    with psycopg.connect(**SYSTEM_POSTGRES, dbname=database_without_pgvector) as conn:
+    with psycopg.connect(url) as conn:
         tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()[0]
     assert tables == 0, "migrate started before the check refused the server"

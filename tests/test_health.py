@@ -3,11 +3,18 @@ from the embedding server and the broker (or their closed ports)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.test import override_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.health_urls")]
 
+ROOT = Path(__file__).resolve().parent.parent
 CHECK_NAMES = ("VectorDatabase(alias='default')", "Embeddings()", "IndexingBroker()")
 
 
@@ -62,3 +69,42 @@ def test_celery_indexing_with_a_reachable_broker(client, celery_app, tmp_path):
     with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "auto"}):
         status, body = health(client)
     assert (status, body["IndexingBroker()"]) == (200, "OK")
+
+
+HEALTH_IN_A_PROCESS = """
+import json
+import django
+
+django.setup()
+from django.conf import settings
+from django.test import Client, override_settings
+
+# As the README advises: probes get no discovery headers, so the middleware never reads the database for them.
+exempt = {**settings.AGENT_HANDSHAKE, "EXEMPT_PATHS": [r"^/health/"]}
+with override_settings(ROOT_URLCONF="tests.health_urls", AGENT_HANDSHAKE=exempt):
+    response = Client().get("/health/", headers={"accept": "application/json"})
+print(json.dumps({"status": response.status_code, "body": response.json()}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(databases=[])
+def test_database_without_the_vector_extension(database_without_pgvector, tmp_path):
+    """The machine's PostgreSQL 15 answers but has no pgvector: the node cannot serve agents."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": database_without_pgvector,
+        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", HEALTH_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == 500
+    assert (
+        result["body"]["VectorDatabase(alias='default')"]
+        == "Unavailable: The vector extension is not installed (run migrate)"
+    )
+    assert result["body"]["Embeddings()"] == result["body"]["IndexingBroker()"] == "OK"
