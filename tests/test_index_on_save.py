@@ -108,3 +108,34 @@ def test_admin_save_with_an_unreachable_broker(
         response = admin_client.post("/admin/blog/post/add/", form)
     assert response.status_code == 302, response.content[:500]
     assert indexed(Post.objects.get(slug="cold-brew-sencha"))
+
+
+def test_save_while_the_embedding_server_is_down_is_recovered_by_agent_reindex(
+    closed_port, fake_openai, django_capture_on_commit_callbacks, caplog
+):
+    """Indexing in the request cannot embed: the save still succeeds, the document waits for its passages, and
+    `agent_reindex` embeds them once the server is back."""
+    from django.core.management import call_command
+
+    from agent_handshake.models import EmbeddingIndex
+
+    EmbeddingIndex.objects.all().delete()  # whatever model an earlier test module left recorded
+    embeddings = {
+        "INDEX_ON_SAVE": "sync",
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {"base_url": f"http://127.0.0.1:{closed_port}/v1", "max_retries": 0, "dimensions": 64},
+    }
+    with (
+        override_settings(AGENT_HANDSHAKE=embeddings),
+        caplog.at_level(logging.ERROR, logger="agent_handshake.signal_handlers"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        article = Article.objects.create(title="Genmaicha", slug="genmaicha", body="Green tea with roasted rice.")
+    assert Document.objects.filter(object_id=str(article.pk)).exists()
+    assert not indexed(article)
+    assert any("agent_reindex" in record.getMessage() for record in caplog.records)
+
+    embeddings["EMBEDDING_OPTIONS"] = {**embeddings["EMBEDDING_OPTIONS"], "base_url": fake_openai.base_url}
+    with override_settings(AGENT_HANDSHAKE=embeddings):
+        call_command("agent_reindex", verbosity=0)
+    assert indexed(article)
