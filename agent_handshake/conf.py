@@ -83,8 +83,9 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDING_OPTIONS": {},
     # Vectors of this many recent texts are kept per process (unchanged passages and repeated questions).
     "EMBEDDING_CACHE_SIZE": 20000,
-    # When a registered object is saved: "celery" (a task on commit), "sync" (in the request, on commit), "off".
-    "INDEX_ON_SAVE": "celery",
+    # When a registered object is saved: "celery" (a task on commit), "sync" (in the request, on commit), "off",
+    # or "auto": "celery" when the project's Celery app names a broker, else "sync" (see signal_handlers).
+    "INDEX_ON_SAVE": "auto",
     # PostgreSQL text search configuration of the full-text vectors and queries.
     "SEARCH_CONFIG": "english",
     # Passage size and overlap, in words.
@@ -160,6 +161,8 @@ DEFAULTS: dict[str, Any] = {
 IMPORT_STRINGS: frozenset[str] = frozenset()
 
 AUTHENTICATION_SCHEMES = ("none", "bearer", "api_key", "signed_request")
+
+INDEX_ON_SAVE_MODES = ("auto", "celery", "sync", "off")
 
 
 class AppSettings:
