@@ -190,6 +190,11 @@ def _check_setting_values() -> list[Error]:
             errors.append(
                 _setting_error("RATE_LIMITS", f"[{tier!r}]['token_budget'] is {budget!r}.", hint='e.g. "5000/session".')
             )
+    for name in ("AGENT_RATE_LIMIT", "ACTION_RATE_LIMIT"):
+        rate = getattr(app_settings, name)
+        if rate and not RATE.match(rate):
+            hint = '"N/second", "N/minute", "N/hour" or "N/day"; "" for no limit.'
+            errors.append(_setting_error(name, f"is {rate!r}.", hint=hint))
     signals = app_settings.DEFAULT_CONTENT_SIGNALS
     bad = [key for key in signals if key not in SIGNALS or not isinstance(signals[key], bool)]
     if bad:

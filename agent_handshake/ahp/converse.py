@@ -126,7 +126,7 @@ class ConverseView(View):
             usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
             if usage.exceeded:
                 return rate_limited(usage, "Rate limit exceeded for this API key.")
-        if converse_request.requesting_agent:
+        if converse_request.requesting_agent and app_settings.AGENT_RATE_LIMIT:
             agent = ratelimit.count_request(
                 request, "agent", converse_request.requesting_agent, app_settings.AGENT_RATE_LIMIT
             )

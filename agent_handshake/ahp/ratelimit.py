@@ -68,7 +68,7 @@ def count_request(request: HttpRequest, scope: str, value: str, rate: str) -> Us
 
 def tier_rate(tier: str) -> str:
     default = "120/minute" if tier == "authenticated" else "30/minute"
-    return app_settings.RATE_LIMITS.get(tier, {}).get("requests", default)
+    return app_settings.RATE_LIMITS.get(tier, {}).get("requests") or default
 
 
 def count_ip(request: HttpRequest) -> Usage:
