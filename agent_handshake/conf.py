@@ -120,7 +120,9 @@ DEFAULTS: dict[str, Any] = {
     "ANSWER_OPTIONS": {},
     # Identical questions (same capability, normalised query, type and filters) are answered from the cache.
     "ANSWER_CACHE_TIMEOUT": 300,
-    # Requests per requesting_agent (on top of the per-IP "unauthenticated" limit in RATE_LIMITS).
+    # Anonymous requests per requesting_agent name and client network (on top of the per-IP "unauthenticated"
+    # limit in RATE_LIMITS). The name is an unverified hint (AHP §8.1): it splits one sender's quota, never spans
+    # senders, and requests with an API key are counted by their key alone. Empty: no per-name limit.
     "AGENT_RATE_LIMIT": "30/minute",
     # LLM tokens one IP may spend per day (the per-session budget is RATE_LIMITS' token_budget).
     "DAILY_TOKEN_BUDGET_PER_IP": 100000,

@@ -12,6 +12,7 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from agent_handshake import checks
+from agent_handshake.models import AgentClient, ApiKey
 
 pytestmark = pytest.mark.django_db
 URL = "/agent/converse"
@@ -21,6 +22,40 @@ UNKNOWN = {"ahp": "0.1", "capability": "no_such_capability", "query": "hello"}
 
 def post(client, body, ip="192.0.2.1", **headers):
     return client.post(URL, json.dumps(body), content_type="application/json", headers=headers, REMOTE_ADDR=ip)
+
+
+def issue(name="Test agent"):
+    agent, _ = AgentClient.objects.get_or_create(name=name)
+    return ApiKey.objects.issue(agent, scopes=["*"])[1]
+
+
+def bearer(secret):
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def configure(settings, **values):
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, **values}
+
+
+# --- requesting_agent: a hint, never an identity ------------------------------------------------------------------
+
+
+def test_a_requesting_agent_name_never_throttles_a_key_nor_another_sender(client, settings):
+    configure(settings, AGENT_RATE_LIMIT="3/minute")
+    named = {**UNKNOWN, "context": {"requesting_agent": "shared-bot"}}
+    # Three senders use the name up to its limit...
+    assert [post(client, named, ip=f"198.51.100.{n}").status_code for n in range(3)] == [400] * 3
+    # ... a fourth sender naming it still has its own quota ...
+    assert post(client, named, ip="198.51.100.99").status_code == 400
+    # ... and a valid API key sending the name is counted by its key alone.
+    keyed = post(client, named, ip="198.51.100.0", **bearer(issue()))
+    assert keyed.status_code == 400
+    assert keyed["X-RateLimit-Limit"] == "120"
+    # One sender is still held to the name's limit (§11.3's "agent" scope).
+    assert [post(client, named, ip="198.51.100.0").status_code for _ in range(3)] == [400, 400, 429]
+    limited = post(client, named, ip="198.51.100.0")
+    assert (limited.status_code, limited.json()["scope"]) == (429, "agent")
+    assert post(client, {**UNKNOWN, "context": {"requesting_agent": "other-bot"}}, ip="198.51.100.0").status_code == 400
 
 
 @pytest.mark.parametrize(

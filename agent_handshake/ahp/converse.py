@@ -1,11 +1,12 @@
 """``POST /agent/converse`` (AHP §6): the conversational endpoint.
 
-The order of work: count the request (per IP, then per API key and per ``requesting_agent``), refuse oversize
-bodies, parse and validate, authenticate, find the capability, check its auth and scope, negotiate the content
-type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one continues — in one transaction, with the session row
-locked — continue or start the session, resolve a pending clarification, rewrite a follow-up into a standalone
-query, check the token budgets, answer (from the answer cache when the same question was just answered), and
-record the turn. Every response, errors included, is AHP JSON with the four ``X-RateLimit-*`` headers.
+The order of work: refuse oversize bodies, parse and validate, authenticate, count the request (per API key;
+without one, per IP and per ``requesting_agent`` from that IP), find the capability, check its auth and scope,
+negotiate the content type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one continues — in one
+transaction, with the session row locked — continue or start the session, resolve a pending clarification,
+rewrite a follow-up into a standalone query, check the token budgets, answer (from the answer cache when the same
+question was just answered), and record the turn. Every response, errors included, is AHP JSON with the four
+``X-RateLimit-*`` headers.
 """
 
 from __future__ import annotations
@@ -126,10 +127,9 @@ class ConverseView(View):
             usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
             if usage.exceeded:
                 return rate_limited(usage, "Rate limit exceeded for this API key.")
-        if converse_request.requesting_agent and app_settings.AGENT_RATE_LIMIT:
-            agent = ratelimit.count_request(
-                request, "agent", converse_request.requesting_agent, app_settings.AGENT_RATE_LIMIT
-            )
+        anonymous_name = converse_request.requesting_agent if credentials is None else ""
+        agent = ratelimit.count_agent(request, anonymous_name) if anonymous_name else None
+        if agent is not None:
             self.usages.append(agent)
             if agent.exceeded:
                 return rate_limited(agent, "Rate limit exceeded for this agent identity.")

@@ -1,7 +1,8 @@
 """Rate limits of the AHP endpoints (§11) on django-ratelimit's shared-cache counters.
 
-Requests are counted per client IP always, and per ``requesting_agent`` and per API key when the request has
-them; the most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets (§11.4) are
+A request with an API key is counted per key, and by nothing a sender declares about itself; an anonymous one
+per client IP and per ``requesting_agent`` name *from that IP*, so a name never spends another sender's quota.
+The most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets (§11.4) are
 counted per session (on the session row) and per IP per day (a cache counter).
 """
 
@@ -106,6 +107,19 @@ class Counter:
 
 def count_key(request: HttpRequest, key_id: str) -> Usage:
     return count_request(request, "key", key_id, tier_rate("authenticated"))
+
+
+def count_agent(request: HttpRequest, requesting_agent: str) -> Usage | None:
+    """An anonymous request's count per ``requesting_agent`` name *and client network* (None: no such limit).
+
+    The name is an unverified hint (AHP §8.1): counted across senders, anyone could exhaust a named agent's
+    quota by sending its name, so it only splits one sender's own traffic (§11.3 lets a site add this scope).
+    Requests with an API key are never counted by name: the key is who they are.
+    """
+    rate = app_settings.AGENT_RATE_LIMIT
+    if not rate:
+        return None
+    return count_request(request, "agent", f"{client_ip(request)} {requesting_agent}", rate)
 
 
 def most_constrained(usages: list[Usage]) -> Usage:
