@@ -12,7 +12,8 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from agent_handshake import checks
-from agent_handshake.models import AgentClient, ApiKey
+from agent_handshake.models import AgentClient, ApiKey, ConverseSession
+from tests.test_converse import llm_settings
 
 pytestmark = pytest.mark.django_db
 URL = "/agent/converse"
@@ -31,6 +32,11 @@ def issue(name="Test agent"):
 
 def bearer(secret):
     return {"Authorization": f"Bearer {secret}"}
+
+
+def real_ip(request):
+    """A CLIENT_IP_FUNCTION: the address a proxy put in X-Real-IP."""
+    return request.META.get("HTTP_X_REAL_IP")
 
 
 def configure(settings, **values):
@@ -58,9 +64,57 @@ def test_a_requesting_agent_name_never_throttles_a_key_nor_another_sender(client
     assert post(client, {**UNKNOWN, "context": {"requesting_agent": "other-bot"}}, ip="198.51.100.0").status_code == 400
 
 
+# --- the client's address -----------------------------------------------------------------------------------------
+
+
+def test_behind_a_trusted_proxy_each_client_has_its_own_limit(client, settings):
+    configure(settings, RATE_LIMITS={"unauthenticated": {"requests": "2/minute"}}, TRUSTED_PROXY_COUNT=1)
+
+    def via_proxy(forwarded_for):
+        return post(client, UNKNOWN, ip="10.0.0.2", **{"X-Forwarded-For": forwarded_for}).status_code
+
+    assert [via_proxy("203.0.113.1") for _ in range(3)] == [400, 400, 429]
+    assert via_proxy("203.0.113.2") == 400  # another client behind the same proxy: its own bucket
+    # What the client itself sends in the header (left of what the proxy appended) changes nothing.
+    assert via_proxy("198.51.100.7, 203.0.113.1") == 429
+    assert via_proxy("::ffff:203.0.113.1") == 429  # the same client, IPv4-mapped
+    # A request that did not come through the proxy (no header) is counted by its own address.
+    assert post(client, UNKNOWN, ip="10.0.0.2").status_code == 400
+
+    # Two proxies (a load balancer, then nginx): the client is the second entry from the right.
+    configure(settings, TRUSTED_PROXY_COUNT=2)
+    assert [via_proxy(f"203.0.113.50, 10.0.0.{n}") for n in (7, 8, 9)] == [400, 400, 429]
+
+    # Without trusted proxies the header is never read: it cannot buy a sender a new bucket.
+    configure(settings, TRUSTED_PROXY_COUNT=0)
+    spoofed = [post(client, UNKNOWN, ip="192.0.2.9", **{"X-Forwarded-For": f"198.51.100.{n}"}) for n in range(3)]
+    assert [response.status_code for response in spoofed] == [400, 400, 429]
+
+
+def test_ipv6_clients_are_counted_per_64(client, settings):
+    configure(settings, RATE_LIMITS={"unauthenticated": {"requests": "2/minute"}})
+    same_64 = ["2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::abcd"]
+    assert [post(client, UNKNOWN, ip=ip).status_code for ip in same_64] == [400, 400, 429]
+    assert post(client, UNKNOWN, ip="2001:db8:1:3::1").status_code == 400
+
+
+def test_client_ip_function_replaces_remote_addr_and_is_re_read_on_setting_change(client, settings):
+    configure(settings, RATE_LIMITS={"unauthenticated": {"requests": "1/minute"}})
+    assert post(client, UNKNOWN, ip="10.0.0.3").status_code == 400
+    assert post(client, UNKNOWN, ip="10.0.0.3", **{"X-Real-IP": "203.0.113.9"}).status_code == 429
+    configure(settings, CLIENT_IP_FUNCTION="tests.test_limits.real_ip")
+    assert post(client, UNKNOWN, ip="10.0.0.3", **{"X-Real-IP": "203.0.113.9"}).status_code == 400
+    assert post(client, UNKNOWN, ip="10.0.0.3", **{"X-Real-IP": "203.0.113.10"}).status_code == 400
+    assert post(client, UNKNOWN, ip="10.0.0.4", **{"X-Real-IP": "203.0.113.9"}).status_code == 429
+
+
 @pytest.mark.parametrize(
     "setting",
     [
+        {"TRUSTED_PROXY_COUNT": -1},
+        {"TRUSTED_PROXY_COUNT": "1"},
+        {"CLIENT_IP_FUNCTION": "tests.test_limits.no_such_function"},
+        {"CLIENT_IP_FUNCTION": "tests.test_limits.URL"},
         {"AGENT_RATE_LIMIT": "30 per minute"},
         {"AGENT_RATE_LIMIT": "30/week"},
         {"ACTION_RATE_LIMIT": "30/5m"},
@@ -82,3 +136,22 @@ def test_manage_py_check_refuses_a_malformed_agent_rate_limit_that_requests_woul
         call_command("check", stdout=StringIO())
         named = post(client, {**UNKNOWN, "context": {"requesting_agent": "bot"}})
     assert named.status_code == 400
+
+
+# --- token budgets ------------------------------------------------------------------------------------------------
+
+
+def test_daily_token_budget_and_sessions_use_the_client_address_behind_a_proxy(
+    client, settings, demo_content, fake_openai
+):
+    configure(settings, **llm_settings(fake_openai, DAILY_TOKEN_BUDGET_PER_IP=40, TRUSTED_PROXY_COUNT=1))
+
+    def ask(query, client_address):
+        body = {"ahp": "0.1", "capability": "content_search", "query": query}
+        return post(client, body, ip="10.0.0.2", **{"X-Forwarded-For": f"198.51.100.1, {client_address}"})
+
+    spent = ask("How is gyokuro grown?", "203.0.113.30")
+    assert spent.json()["status"] == "success"
+    assert ConverseSession.objects.get(pk=spent.json()["session_id"]).client_ip == "203.0.113.30"
+    assert ask("How do I brew sencha?", "203.0.113.30").status_code == 429  # 42 tokens today >= 40
+    assert ask("How do I brew sencha?", "203.0.113.31").json()["status"] == "success"  # behind the same proxy

@@ -1,12 +1,12 @@
 """``POST /agent/converse`` (AHP §6): the conversational endpoint.
 
 The order of work: refuse oversize bodies, parse and validate, authenticate, count the request (per API key;
-without one, per IP and per ``requesting_agent`` from that IP), find the capability, check its auth and scope,
-negotiate the content type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one continues — in one
-transaction, with the session row locked — continue or start the session, resolve a pending clarification,
-rewrite a follow-up into a standalone query, check the token budgets, answer (from the answer cache when the same
-question was just answered), and record the turn. Every response, errors included, is AHP JSON with the four
-``X-RateLimit-*`` headers.
+without one, per client network and per ``requesting_agent`` from that network), find the capability, check its
+auth and scope, negotiate the content type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one
+continues — in one transaction, with the session row locked — continue or start the session, resolve a pending
+clarification, rewrite a follow-up into a standalone query, check the token budgets, answer (from the answer
+cache when the same question was just answered), and record the turn. Every response, errors included, is AHP
+JSON with the four ``X-RateLimit-*`` headers.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class ConverseView(View):
             except SessionError as exc:
                 raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
         else:
-            session = new_session(capability.name, converse_request.requesting_agent, ip)
+            session = new_session(capability.name, converse_request.requesting_agent, ratelimit.client_address(request))
         if len(session.turns) >= app_settings.SESSION_MAX_TURNS:
             raise Rejected(
                 error_response(

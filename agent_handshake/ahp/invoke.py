@@ -206,7 +206,9 @@ class Call:
     def ask(self, session: ConverseSession | None, data: dict[str, Any], missing: list[str]) -> tuple[int, dict]:
         """Ask for the fields the query did not state (§6.3); the answer comes back as ``clarification``."""
         if session is None:
-            session = new_session(self.capability.name, self.data.requesting_agent, ratelimit.client_ip(self.request))
+            session = new_session(
+                self.capability.name, self.data.requesting_agent, ratelimit.client_address(self.request)
+            )
         question = field_question(self.capability, missing)
         session.capability = self.capability.name
         session.pending_clarification = {"kind": "input", "input": data, "missing": missing, "question": question}
