@@ -3,6 +3,7 @@ budgets of both tiers, the client address behind reverse proxies, and the sessio
 
 from __future__ import annotations
 
+import datetime
 import json
 from io import StringIO
 
@@ -10,9 +11,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
+from django.utils import timezone
 
 from agent_handshake import checks
 from agent_handshake.models import AgentClient, ApiKey, ConverseSession
+from demo_site.shop.models import Order
 from tests.test_converse import llm_settings
 
 pytestmark = pytest.mark.django_db
@@ -136,6 +139,62 @@ def test_manage_py_check_refuses_a_malformed_agent_rate_limit_that_requests_woul
         call_command("check", stdout=StringIO())
         named = post(client, {**UNKNOWN, "context": {"requesting_agent": "bot"}})
     assert named.status_code == 400
+
+
+# --- sessions belong to whoever started them ----------------------------------------------------------------------
+
+
+def test_a_mode3_clarification_is_completed_only_by_the_key_that_started_it(client):
+    call_command("loaddata", "demo", app_label="shop", verbosity=0)
+    order = Order.objects.first()
+    owner, stranger = issue("Owner"), issue("Stranger")
+    structured = ["application/action-result", "application/data", "text/answer"]
+
+    def order_status(secret, **fields):
+        body = {"capability": "order_status", "query": f"Where is order {order.number}?", **fields}
+        body["context"] = {"accept_types": structured}
+        return post(client, body, **bearer(secret))
+
+    asked = order_status(owner).json()
+    assert asked["status"] == "clarification_needed", asked
+    answer = {"session_id": asked["session_id"], "clarification": f"It was placed with {order.customer_email}"}
+    taken = order_status(stranger, **answer)
+    assert taken.status_code == 404
+    assert taken.json()["reason"] == "unknown_session"
+    assert order.customer_email not in taken.content.decode()
+    assert ConverseSession.objects.get(pk=asked["session_id"]).pending_clarification is not None
+    unknown = order_status(stranger, session_id="no-such-session", clarification="x")
+    assert taken.json()["message"].replace(asked["session_id"], "no-such-session") == unknown.json()["message"]
+    completed = order_status(owner, **answer)
+    assert completed.status_code == 200, completed.json()
+    assert completed.json()["response"]["payload"]["data"]["status"] == order.status
+
+
+def test_a_mode2_session_is_continued_only_by_its_owner(client, demo_content):
+    def ask(query, ip="203.0.113.20", **fields):
+        headers = fields.pop("headers", {})
+        return post(client, {"ahp": "0.1", "capability": "content_search", "query": query, **fields}, ip, **headers)
+
+    started = ask("How should I brew gyokuro?").json()
+    session_id = started["session_id"]
+    for stranger in (
+        ask("and the second one?", ip="203.0.113.21", session_id=session_id),  # another address
+        ask("and the second one?", session_id=session_id, headers=bearer(issue())),  # a key, same address
+    ):
+        assert stranger.status_code == 404, stranger.json()
+        assert stranger.json()["reason"] == "unknown_session"
+    assert ask("and the second one?", session_id=session_id).json()["status"] == "success"
+
+    key = issue("Keyed")
+    keyed = ask("How is gyokuro grown?", headers=bearer(key)).json()
+    assert ConverseSession.objects.get(pk=keyed["session_id"]).api_key == ApiKey.objects.get(client__name="Keyed")
+    assert ask("and the first one?", session_id=keyed["session_id"]).status_code == 404  # anonymous, same address
+    assert ask("and the first one?", session_id=keyed["session_id"], headers=bearer(key)).status_code == 200
+
+    # An expired session is "unknown" to a stranger too (410 would tell that it existed), and stays for its owner.
+    ConverseSession.objects.filter(pk=session_id).update(last_active_at=timezone.now() - datetime.timedelta(hours=1))
+    assert ask("still there?", ip="203.0.113.21", session_id=session_id).status_code == 404
+    assert ask("still there?", session_id=session_id).status_code == 410
 
 
 # --- token budgets ------------------------------------------------------------------------------------------------

@@ -3,10 +3,11 @@
 The order of work: refuse oversize bodies, parse and validate, authenticate, count the request (per API key;
 without one, per client network and per ``requesting_agent`` from that network), find the capability, check its
 auth and scope, negotiate the content type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one
-continues — in one transaction, with the session row locked — continue or start the session, resolve a pending
-clarification, rewrite a follow-up into a standalone query, check the token budgets, answer (from the answer
-cache when the same question was just answered), and record the turn. Every response, errors included, is AHP
-JSON with the four ``X-RateLimit-*`` headers.
+continues — in one transaction, with the session row locked — continue the session (only its owner's: the API
+key, or the client network of an anonymous session) or start one, resolve a pending clarification, rewrite a
+follow-up into a standalone query, check the token budgets, answer (from the answer cache when the same question
+was just answered), and record the turn. Every response, errors included, is AHP JSON with the four
+``X-RateLimit-*`` headers.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from .concierge import Clarification, ConverseContext, Reply, max_answer_tokens
 from .errors import error_response, method_not_allowed
 from .negotiation import UnsupportedType, negotiate
 from .request import ConverseRequest, RequestError, parse_request
-from .sessions import SessionError, load_session, new_session, standalone_query
+from .sessions import Owner, SessionError, load_session, new_session, standalone_query
 
 logger = logging.getLogger(__name__)
 
@@ -163,10 +164,11 @@ class ConverseView(View):
         if capability.action_type is not None:  # MODE3
             invocation = invoke.Call(request, body, converse_request, capability, credentials, negotiated, self.usages)
             return invocation.respond()
+        owner = Owner(credentials.key if credentials else None, ratelimit.client_address(request))
         try:
             with transaction.atomic():
                 return self.converse(
-                    request, converse_request, capability, negotiated.content_type, negotiated.fallback_from
+                    converse_request, capability, negotiated.content_type, negotiated.fallback_from, owner
                 )
         except Rejected as rejected:
             return rejected.response
@@ -176,20 +178,20 @@ class ConverseView(View):
 
     def converse(
         self,
-        request: HttpRequest,
         converse_request: ConverseRequest,
         capability: Capability,
         content_type: str,
         fallback_from: str | None,
+        owner: Owner,
     ) -> HttpResponse:
-        ip = ratelimit.client_ip(request)
+        ip = ratelimit.network_of(owner.address)
         if converse_request.session_id:
             try:
-                session = load_session(converse_request.session_id)
+                session = load_session(converse_request.session_id, owner, lock=True)
             except SessionError as exc:
                 raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
         else:
-            session = new_session(capability.name, converse_request.requesting_agent, ratelimit.client_address(request))
+            session = new_session(capability.name, converse_request.requesting_agent, owner)
         if len(session.turns) >= app_settings.SESSION_MAX_TURNS:
             raise Rejected(
                 error_response(
