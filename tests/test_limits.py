@@ -200,6 +200,31 @@ def test_a_mode2_session_is_continued_only_by_its_owner(client, demo_content):
 # --- token budgets ------------------------------------------------------------------------------------------------
 
 
+def test_the_authenticated_token_budget_in_the_manifest_is_enforced(client, settings, demo_content, fake_openai):
+    limits = {
+        "unauthenticated": {"requests": "100/minute", "token_budget": "1000/session"},
+        "authenticated": {"requests": "100/minute", "token_budget": "50/session"},
+    }
+    configure(settings, **llm_settings(fake_openai, RATE_LIMITS=limits))
+    assert client.get("/.well-known/agent.json").json()["rate_limits"]["authenticated"]["token_budget"] == "50/session"
+
+    def ask(query, session_id=None, **headers):
+        body = {"ahp": "0.1", "capability": "content_search", "query": query, "session_id": session_id}
+        return post(client, body, **headers)
+
+    secret = issue()
+    first = ask("How is gyokuro grown?", **bearer(secret)).json()
+    assert first["meta"]["tokens_used"] == fake_openai.usage_tokens == 42
+    assert ask("How do I brew sencha?", first["session_id"], **bearer(secret)).json()["status"] == "success"
+    refused = ask("What is hojicha?", first["session_id"], **bearer(secret))  # 84 >= 50
+    assert refused.status_code == 429
+    assert (refused.json()["scope"], refused.json()["retry_after"]) == ("session_tokens", None)
+    # Anonymous sessions have the unauthenticated budget.
+    anonymous = ask("How is gyokuro grown?").json()
+    for query in ("How do I brew sencha?", "What is hojicha?"):
+        assert ask(query, anonymous["session_id"]).json()["status"] == "success"
+
+
 def test_daily_token_budget_and_sessions_use_the_client_address_behind_a_proxy(
     client, settings, demo_content, fake_openai
 ):

@@ -311,7 +311,7 @@ class ConverseView(View):
     def check_budgets(self, session: ConverseSession, ip: str) -> None:
         if get_answer_backend().name == "extractive":
             return  # budgets count model tokens; extractive answers spend none
-        budget = ratelimit.session_budget()
+        budget = ratelimit.session_budget("authenticated" if session.api_key_id else "unauthenticated")
         if budget and session.tokens_used >= budget:
             raise Rejected(
                 error_response(

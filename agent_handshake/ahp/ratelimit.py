@@ -4,7 +4,8 @@ A request with an API key is counted per key, and by nothing a sender declares a
 per client network (the address :func:`client_address` finds: an IPv4 address, or an IPv6 /64, which one
 subscriber usually holds whole) and per ``requesting_agent`` name *from that network*, so a name never spends
 another sender's quota. The most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets
-(§11.4) are counted per session (on the session row) and per client network per day (a cache counter).
+(§11.4) are counted per session (on the session row, the budget of the session's tier) and per client network
+per day (a cache counter).
 """
 
 from __future__ import annotations
@@ -200,8 +201,10 @@ def add_headers(response: HttpResponseBase, usage: Usage) -> HttpResponseBase:
     return response
 
 
-def session_budget() -> int:
-    budget = app_settings.RATE_LIMITS.get("unauthenticated", {}).get("token_budget", "")
+def session_budget(tier: str) -> int:
+    """The tokens one session of ``tier`` ("unauthenticated": anonymous, "authenticated": started with an API
+    key) may spend, as RATE_LIMITS publishes it in the manifest (0: no budget)."""
+    budget = app_settings.RATE_LIMITS.get(tier, {}).get("token_budget")
     return int(budget.split("/", 1)[0]) if budget else 0
 
 
