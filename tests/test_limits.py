@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import datetime
 import json
+import threading
+import urllib.error
+import urllib.request
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -17,6 +21,7 @@ from agent_handshake import checks
 from agent_handshake.models import AgentClient, ApiKey, ConverseSession
 from demo_site.shop.models import Order
 from tests.test_converse import llm_settings
+from tests.testapp.models import Article
 
 pytestmark = pytest.mark.django_db
 URL = "/agent/converse"
@@ -239,3 +244,98 @@ def test_daily_token_budget_and_sessions_use_the_client_address_behind_a_proxy(
     assert ConverseSession.objects.get(pk=spent.json()["session_id"]).client_ip == "203.0.113.30"
     assert ask("How do I brew sencha?", "203.0.113.30").status_code == 429  # 42 tokens today >= 40
     assert ask("How do I brew sencha?", "203.0.113.31").json()["status"] == "success"  # behind the same proxy
+
+
+# --- the session row is locked only to record a turn --------------------------------------------------------------
+
+
+@pytest.fixture
+def article(transactional_db, publish):
+    return publish(
+        Article,
+        title="Oolong oxidation",
+        slug="oolong-oxidation",
+        body="Oolong tea is partially oxidised: the leaves are bruised, withered and rolled before they are fired. "
+        "The longer the oxidation, the darker and toastier the cup.",
+    )
+
+
+def converse_over_http(base_url, body):
+    request = urllib.request.Request(
+        base_url + URL, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def row_lock_is_free(session_id):
+    """From another database connection: can the session row be locked right now (SELECT ... FOR UPDATE
+    NOWAIT)?"""
+    try:
+        with transaction.atomic():
+            list(ConverseSession.objects.select_for_update(nowait=True).filter(pk=session_id))
+        return True
+    except DatabaseError:
+        return False
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_answer_backend_runs_without_the_session_row_locked(live_server, settings, fake_openai, article):
+    configure(settings, **llm_settings(fake_openai))
+    question = {"ahp": "0.1", "capability": "content_search", "query": "How is oolong tea oxidised?"}
+    status, first = converse_over_http(live_server.url, question)
+    assert (status, first["meta"]["tokens_used"]) == (200, 42), first
+    session_id = first["session_id"]
+
+    seen = []
+
+    def reply(request):  # runs in the fake server's thread while the view waits for the model
+        seen.append(row_lock_is_free(session_id))
+        return "Oolong is partially oxidised [1]."
+
+    fake_openai.reply = reply
+    status, second = converse_over_http(
+        live_server.url, {**question, "query": "How long is it fired?", "session_id": session_id}
+    )
+    assert status == 200, second
+    assert seen == [True]
+    assert len(ConverseSession.objects.get(pk=session_id).turns) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_turns_never_exceed_the_session_limit(live_server, settings, fake_openai, article):
+    configure(settings, **llm_settings(fake_openai, SESSION_MAX_TURNS=2))
+    question = {"ahp": "0.1", "capability": "content_search", "query": "How is oolong tea oxidised?"}
+    status, first = converse_over_http(live_server.url, question)
+    assert status == 200, first
+    both_answering = threading.Barrier(2, timeout=20)
+
+    def reply(request):  # both requests are being answered at once: neither holds the row
+        both_answering.wait()
+        return "Oolong is partially oxidised [1]."
+
+    fake_openai.reply = reply
+    results = []
+    follow_ups = [
+        threading.Thread(
+            target=lambda query=query: results.append(
+                converse_over_http(live_server.url, {**question, "query": query, "session_id": first["session_id"]})
+            )
+        )
+        for query in ("How long is oolong fired?", "Why is oolong rolled?")
+    ]
+    for thread in follow_ups:
+        thread.start()
+    for thread in follow_ups:
+        thread.join()
+    assert sorted(status for status, _ in results) == [200, 429]
+    refused = next(body for status, body in results if status == 429)
+    assert (refused["scope"], refused["retry_after"]) == ("session", None)
+    session = ConverseSession.objects.get(pk=first["session_id"])
+    assert len(session.turns) == 2
+    assert session.tokens_used == 2 * 42
