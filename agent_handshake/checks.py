@@ -30,6 +30,7 @@ import jsonschema
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.urls import NoReverseMatch, reverse
+from django.utils.module_loading import import_string
 
 from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, INDEX_ON_SAVE_MODES, SETTING_NAME, app_settings
 from .content_types import TYPE_PATTERN, get_spec
@@ -93,6 +94,8 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "ANSWER_CACHE_TIMEOUT": (int, type(None)),
     "AGENT_RATE_LIMIT": str,
     "DAILY_TOKEN_BUDGET_PER_IP": int,
+    "TRUSTED_PROXY_COUNT": int,
+    "CLIENT_IP_FUNCTION": str,
     "SIGNATURE_MAX_SKEW": int,
     "ACTION_RATE_LIMIT": str,
     "IDEMPOTENCY_TTL": int,
@@ -199,6 +202,20 @@ def _check_setting_values() -> list[Error]:
             errors.append(
                 _setting_error("RATE_LIMITS", f"[{tier!r}]['token_budget'] is {budget!r}.", hint='e.g. "5000/session".')
             )
+    for name in ("AGENT_RATE_LIMIT", "ACTION_RATE_LIMIT"):
+        rate = getattr(app_settings, name)
+        if rate and not RATE.match(rate):
+            hint = '"N/second", "N/minute", "N/hour" or "N/day"; "" for no limit.'
+            errors.append(_setting_error(name, f"is {rate!r}.", hint=hint))
+    if app_settings.TRUSTED_PROXY_COUNT < 0:
+        errors.append(
+            _setting_error(
+                "TRUSTED_PROXY_COUNT",
+                f"is {app_settings.TRUSTED_PROXY_COUNT!r}.",
+                hint="The number of reverse proxies in front of the site: 0 (none: REMOTE_ADDR) or more.",
+            )
+        )
+    errors += _check_client_ip_function(app_settings.merged["CLIENT_IP_FUNCTION"])
     signals = app_settings.DEFAULT_CONTENT_SIGNALS
     bad = [key for key in signals if key not in SIGNALS or not isinstance(signals[key], bool)]
     if bad:
@@ -226,6 +243,19 @@ def _check_setting_values() -> list[Error]:
             _setting_error("BASE_URL", f"is {app_settings.BASE_URL!r}.", hint='Scheme and host: "https://example.com".')
         )
     return errors
+
+
+def _check_client_ip_function(path: str) -> list[Error]:
+    if not path:
+        return []
+    hint = 'A dotted path to a function(request) -> IP address string, e.g. "mysite.net.client_ip"; "" for none.'
+    try:
+        function = import_string(path)
+    except ImportError as exc:
+        return [_setting_error("CLIENT_IP_FUNCTION", f"{path!r} cannot be imported: {exc}", hint=hint)]
+    if not callable(function):
+        return [_setting_error("CLIENT_IP_FUNCTION", f"{path!r} is not callable.", hint=hint)]
+    return []
 
 
 @register(Tags.compatibility)
