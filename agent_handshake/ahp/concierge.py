@@ -144,11 +144,8 @@ class ContentConcierge:
         (or the embedding model's measured floor) similar to it. Rank fusion cannot tell (the best of unrelated
         passages is still ranked first); the embedding's cosine similarity can. Without vector scores (no
         embeddings yet) the hits are kept."""
-        floor = app_settings.RELEVANCE_FLOOR
-        if floor is None:
-            floor = self.retriever.backend.relevance_floor or 0.0
         similarities = [hit.similarity for hit in hits if hit.similarity is not None]
-        return bool(hits) and (not similarities or max(similarities) >= floor)
+        return bool(hits) and (not similarities or max(similarities) >= self.retriever.relevance_floor)
 
     def clarification(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Clarification | None:
         """Ask which kind of content is meant when a bare topic's best results are split across kinds.

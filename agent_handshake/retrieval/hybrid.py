@@ -105,6 +105,12 @@ class HybridRetriever:
         self.vector_weight = app_settings.VECTOR_WEIGHT if vector_weight is None else vector_weight
         self.text_weight = app_settings.TEXT_WEIGHT if text_weight is None else text_weight
 
+    @property
+    def relevance_floor(self) -> float:
+        """``RELEVANCE_FLOOR``, or the embedding model's measured floor when that is None (0: no floor)."""
+        floor = app_settings.RELEVANCE_FLOOR
+        return float(self.backend.relevance_floor or 0.0) if floor is None else float(floor)
+
     # Candidate lists
 
     def vector_candidates(self, query_vector: np.ndarray, filters: Filters, limit: int) -> list[tuple[int, float]]:
