@@ -67,6 +67,9 @@ def test_site_wide_ai_input_off_keeps_every_object_out_of_answers(client, demo_c
     assert_valid_response(body, ahp_schemas)
     assert body["status"] == "success"
     assert body["response"]["sources"] == []
+    assert body["response"]["answer"] == (
+        "Lantern & Kettle does not allow its content to be used in answers (content signal ai_input)."
+    )
     assert body["meta"]["content_signals"]["ai_input"] is False
     assert_quotes_none_of(body["response"]["answer"], passages_of(Post))
     _, feed = ask(client, "oolong", context={"accept_types": ["application/feed"]})

@@ -129,7 +129,10 @@ class ContentConcierge:
     def handle(self, ctx: ConverseContext) -> Reply | Clarification:
         scope = self.scope(ctx)
         if scope is None:
-            return self.reply(ctx, [])
+            reply = self.reply(ctx, [])
+            name = state.snapshot().name or "This site"
+            reply.answer = f"{name} does not allow its content to be used in answers (content signal ai_input)."
+            return reply
         hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=scope)
         if not self.relevant(hits):
             return self.reply(ctx, [])
