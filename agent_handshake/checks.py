@@ -83,6 +83,7 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "MAX_TERM_SHARE": (int, float),
     "MAX_QUERY_TERMS": int,
     "MAX_RANKED_ROWS": int,
+    "RELEVANCE_FLOOR": (int, float, type(None)),
     "HNSW_EF_SEARCH": int,
     "MAX_REQUEST_BYTES": int,
     "SESSION_IDLE_SECONDS": int,
@@ -237,6 +238,14 @@ def _check_setting_values() -> list[Error]:
     if not 0 < app_settings.MAX_TERM_SHARE <= 1:
         errors.append(
             _setting_error("MAX_TERM_SHARE", f"is {app_settings.MAX_TERM_SHARE!r}.", hint="A share: 0 < share <= 1.")
+        )
+    if app_settings.RELEVANCE_FLOOR is not None and not 0 <= app_settings.RELEVANCE_FLOOR < 1:
+        errors.append(
+            _setting_error(
+                "RELEVANCE_FLOOR",
+                f"is {app_settings.RELEVANCE_FLOOR!r}.",
+                hint="A cosine similarity, 0 <= floor < 1 (0: off), or None for the embedding model's own.",
+            )
         )
     if app_settings.BASE_URL and not re.match(r"^https?://[^/]+/?$", app_settings.BASE_URL):
         errors.append(

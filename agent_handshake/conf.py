@@ -106,6 +106,9 @@ DEFAULTS: dict[str, Any] = {
     # passages add up to at most this many; when they match too few, every word's, again at most this many.
     # Bounds the cost of full text on a large site (README; bench/bench_converse.py).
     "MAX_RANKED_ROWS": 5000,
+    # The relevance floor: a question whose best passage has a lower cosine similarity to it is answered "the site
+    # has nothing on this", with no sources. None: the embedding backend's measured floor (MiniLM: 0.34); 0: off.
+    "RELEVANCE_FLOOR": None,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,
     # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.

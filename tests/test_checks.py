@@ -61,6 +61,8 @@ def test_w001_unknown_key():
         {"MAX_RANKED_ROWS": 0},
         {"RETRIEVAL_CANDIDATES": -5},
         {"MAX_TERM_SHARE": 0},
+        {"RELEVANCE_FLOOR": 1.5},
+        {"RELEVANCE_FLOOR": "0.3"},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):
