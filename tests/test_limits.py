@@ -309,7 +309,8 @@ def test_the_answer_backend_runs_without_the_session_row_locked(live_server, set
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_turns_never_exceed_the_session_limit(live_server, settings, fake_openai, article):
-    configure(settings, **llm_settings(fake_openai, SESSION_MAX_TURNS=2))
+    # The relevance floor would answer an off-topic follow-up without the model (and break the barrier).
+    configure(settings, **llm_settings(fake_openai, SESSION_MAX_TURNS=2, RELEVANCE_FLOOR=0))
     question = {"ahp": "0.1", "capability": "content_search", "query": "How is oolong tea oxidised?"}
     status, first = converse_over_http(live_server.url, question)
     assert status == 200, first
