@@ -213,6 +213,10 @@ other_headers = st.fixed_dictionaries(
         "If-None-Match": header_text,
         "If-Modified-Since": st.one_of(st.just("Wed, 21 Oct 2015 07:28:00 GMT"), header_text),
         "Accept-Encoding": st.sampled_from(["gzip", "br", "identity;q=0", "*"]),
+        "X-Forwarded-For": st.one_of(
+            st.sampled_from(["203.0.113.9", "2001:db8::1, 10.0.0.1", "[::1]:80", "1.2.3.4:5", "fe80::1%eth0"]),
+            header_text,
+        ),
     },
 )
 headers = st.builds(lambda a, b: {**a, **b}, credentials, other_headers)

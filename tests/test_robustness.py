@@ -333,6 +333,7 @@ ROBUST_SETTINGS = {
     "CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"],
     "CALLBACK_REQUIRE_HTTPS": False,
     "SERVE_ROBOTS_TXT": True,
+    "TRUSTED_PROXY_COUNT": 1,  # so the generated X-Forwarded-For headers are read
 }
 
 
