@@ -68,6 +68,7 @@ MAX_DEPTH = 32
 #: NUL (PostgreSQL text cannot hold it) and the surrogate code points (UTF-8 cannot encode them unpaired; JSON's
 #: ``\\ud800`` escape makes one).
 UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "contains a NUL character or an unpaired surrogate (\\ud800-\\udfff), which no text can hold."
 #: UTC offsets in use run from -12:00 to +14:00; PostgreSQL refuses some that Python accepts.
 MAX_UTC_OFFSET = datetime.timedelta(hours=14)
 
@@ -99,8 +100,12 @@ class ConverseRequest:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
+def _dotted(path: Any) -> str:
+    return ".".join(str(part) for part in path) or "(body)"
+
+
 def _path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(part) for part in error.absolute_path) or "(body)"
+    return _dotted(error.absolute_path)
 
 
 def unstorable(text: str) -> bool:
@@ -117,22 +122,15 @@ def _check_values(data: Any) -> None:
         value, path = stack.pop()
         if len(path) > MAX_DEPTH:
             raise RequestError("invalid_request", f"The body is nested too deeply (more than {MAX_DEPTH} levels).")
-        name = ".".join(str(part) for part in path) or "(body)"
         if isinstance(value, str):
             if unstorable(value):
-                raise RequestError(
-                    "invalid_request",
-                    f"{name} contains a NUL character or an unpaired surrogate (\\ud800-\\udfff).",
-                    fields=[name],
-                )
+                name = _dotted(path)
+                raise RequestError("invalid_request", f"{name} {UNSTORABLE_MESSAGE}", fields=[name])
         elif isinstance(value, dict):
             for key, item in value.items():
                 if unstorable(key):
-                    raise RequestError(
-                        "invalid_request",
-                        f"A key in {name} contains a NUL character or an unpaired surrogate (\\ud800-\\udfff).",
-                        fields=[name],
-                    )
+                    name = _dotted(path)
+                    raise RequestError("invalid_request", f"A key in {name} {UNSTORABLE_MESSAGE}", fields=[name])
                 stack.append((item, (*path, key)))
         elif isinstance(value, list):
             stack.extend((item, (*path, index)) for index, item in enumerate(value))
