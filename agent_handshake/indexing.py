@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from django.contrib.contenttypes.models import ContentType
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.db.models import F, Model
+from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from . import signals, state
@@ -168,6 +168,12 @@ def index_passages(config: ContentConfig, *, progress: Callable[[int, int], None
             progress(done, total)
 
     return index_documents(stale.iterator(chunk_size=200), progress=advance)
+
+
+def documents_of(configs: Iterable[ContentConfig]) -> QuerySet[Document]:
+    """The Documents of the given models."""
+    content_types = ContentType.objects.get_for_models(*(config.model for config in configs)).values()
+    return Document.objects.filter(content_type__in=list(content_types))
 
 
 def configs_for(labels: Iterable[str] | None) -> list[ContentConfig]:

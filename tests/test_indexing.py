@@ -112,3 +112,36 @@ def test_agent_reindex_all_models_and_errors():
         assert f"{label}:" in out.getvalue()
     with pytest.raises(CommandError, match=r"shop\.order"):
         call_command("agent_reindex", "--model", "shop.order", stdout=StringIO())
+
+
+def test_agent_reindex_rebuild_of_one_model_keeps_the_others(publish):
+    from agent_handshake.models import LexemeStat, Passage
+
+    publish(Article, title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    publish(Post, title="Gaiwan", slug="gaiwan", author=author, summary="s", body="Brew oolong.", status="published")
+    post_passages = set(Passage.objects.filter(model_label="blog.post").values_list("pk", flat=True))
+    article_passages = set(Passage.objects.filter(model_label="testapp.article").values_list("pk", flat=True))
+    assert post_passages
+    assert article_passages
+
+    out = StringIO()
+    call_command("agent_reindex", "--rebuild", "--model", "testapp.article", stdout=out)
+    assert "Dropped the passages of testapp.article" in out.getvalue()
+    assert "testapp.article: 0 created, 0 updated, 1 unchanged, 0 deleted; 1 embedded" in out.getvalue()
+    # The named model's passages were embedded again (new rows); the other model's were left alone.
+    rebuilt = set(Passage.objects.filter(model_label="testapp.article").values_list("pk", flat=True))
+    assert rebuilt
+    assert not rebuilt & article_passages
+    assert set(Passage.objects.filter(model_label="blog.post").values_list("pk", flat=True)) == post_passages
+    assert "blog.post:" not in out.getvalue()
+    assert LexemeStat.objects.filter(lexeme="oolong").get().passages >= 1
+
+
+def test_agent_reindex_rebuild_of_one_model_refuses_a_new_embedding_model(publish):
+    from agent_handshake.models import EmbeddingIndex
+
+    publish(Article, title="Kettles", slug="kettles", body="Descale a kettle.")
+    EmbeddingIndex.objects.update(model_id="some/other-model")
+    with pytest.raises(CommandError, match="leave out --model"):
+        call_command("agent_reindex", "--rebuild", "--model", "testapp.article", stdout=StringIO())

@@ -77,6 +77,18 @@ def reset_index() -> None:
         Document.objects.update(indexed_hash="")
 
 
+def reset_passages(documents: QuerySet[Document], backend: EmbeddingBackend | None = None) -> None:
+    """Drop the passages of ``documents`` only, so the next indexing run embeds them again.
+
+    Refused with :class:`EmbeddingModelChanged` when the configured model is not the stored one: the other
+    documents' vectors would then be of another model, so only :func:`reset_index` (everything) will do.
+    """
+    current_index(backend, create=False)
+    with transaction.atomic():
+        delete_passages(Passage.objects.filter(document__in=documents))
+        documents.update(indexed_hash="")
+
+
 def _count_lexemes(passages: QuerySet[Passage], sign: int) -> None:
     """Add (``sign`` = 1) or remove (-1) the lexemes of ``passages`` to or from the document frequencies."""
     query, params = passages.values("search_vector").query.sql_with_params()
