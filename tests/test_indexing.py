@@ -56,6 +56,41 @@ def test_m2m_changes_reindex_the_object(publish, django_capture_on_commit_callba
     assert "Tags: Oolong" in documents_of(Post).get().markdown
 
 
+def test_m2m_changes_from_the_other_side_reindex_the_objects(publish, django_capture_on_commit_callbacks):
+    # The relation is declared on Post; here it is changed from Tag's side (reverse=True, pk_set holds posts).
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    posts = [
+        publish(Post, title=title, slug=title.lower(), author=author, summary="s", body="b", status="published")
+        for title in ("Gaiwan", "Yixing")
+    ]
+    tag = Tag.objects.create(name="Oolong", slug="oolong")
+
+    def markdown(post):
+        return documents_of(Post).get(object_id=str(post.pk)).markdown
+
+    with django_capture_on_commit_callbacks(execute=True):
+        tag.posts.add(*posts)
+    assert all("Tags: Oolong" in markdown(post) for post in posts)
+    with django_capture_on_commit_callbacks(execute=True):
+        tag.posts.remove(posts[0])
+    assert "Tags" not in markdown(posts[0])
+    assert "Tags: Oolong" in markdown(posts[1])
+    with django_capture_on_commit_callbacks(execute=True):
+        tag.posts.clear()  # no pk_set: the posts linked before the clear are re-indexed
+    assert "Tags" not in markdown(posts[1])
+
+
+def test_m2m_clear_on_the_declaring_side_reindexes_the_object(publish, django_capture_on_commit_callbacks):
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    post = publish(Post, title="Gaiwan", slug="gaiwan", author=author, summary="s", body="b", status="published")
+    with django_capture_on_commit_callbacks(execute=True):
+        post.tags.add(Tag.objects.create(name="Oolong", slug="oolong"))
+    assert "Tags: Oolong" in documents_of(Post).get().markdown
+    with django_capture_on_commit_callbacks(execute=True):
+        post.tags.clear()
+    assert "Tags" not in documents_of(Post).get().markdown
+
+
 def test_unchanged_content_is_not_rewritten(publish, django_capture_on_commit_callbacks):
     article = publish(Article, title="Stable", slug="stable", body="same")
     received = []
