@@ -91,8 +91,16 @@ def settings_saved(sender: type[Model], **kwargs: Any) -> None:
     transaction.on_commit(state.invalidate)
 
 
+def record_written(sender: type[Model], created: bool, raw: bool = False, **kwargs: Any) -> None:
+    """A new idempotency record or accepted signature: purge expired ones after the commit (see jobs.py)."""
+    if created and not raw:
+        from .jobs import purge_after_write
+
+        transaction.on_commit(partial(purge_after_write, sender))
+
+
 def connect() -> None:
-    from .models import ContentSignalOverride, SiteProfile
+    from .models import ContentSignalOverride, IdempotencyRecord, SeenSignature, SiteProfile
 
     for model in content_registry.models():
         uid = f"agent_handshake:{model._meta.label_lower}"
@@ -107,3 +115,5 @@ def connect() -> None:
     for model in (SiteProfile, ContentSignalOverride):
         post_save.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
         post_delete.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
+    for model in (IdempotencyRecord, SeenSignature):
+        post_save.connect(record_written, sender=model, dispatch_uid="agent_handshake:purge")
