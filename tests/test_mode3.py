@@ -289,6 +289,31 @@ def test_signed_requests_refuse_replay_skew_tampering(client, shop):
     assert post(payload, forged).status_code == 401
 
 
+def test_signed_request_matches_the_documented_canonical_string(client, settings):
+    """A fixed vector, computed apart from the app (hmac and hashlib in a shell, once) from the canonical string the
+    README and ahp/auth.py document: ``AHP-HMAC-SHA256\\n<METHOD>\\n<path and query>\\n<timestamp>\\n<hex SHA-256
+    of the body>``, keyed with the key's secret. A client that follows the documentation is accepted."""
+    # The key's secret is derived from SECRET_KEY ("tests-not-secret"), the key id and the salt (ahp/keys.py).
+    _, secret = issue(key_id="a1b2c3d4e5f6", salt="00112233445566778899aabbccddeeff")
+    assert secret == "ahp_a1b2c3d4e5f6_ikPcxS8fRSgxRKSh2H96j240UvVAc1vTDGo6xRgf9cs"
+    body = b'{"capability":"site_info","query":"Who are you?"}'  # SHA-256 179565467b371ae9...1124adcf5f
+    signature = "1734e9f8101764aed895e85a4491f27e19f9a113372ee83057bbd54d5691344b"
+    # The vector's timestamp is 2026-01-01T00:00:00Z: widen the skew window to reach it from today.
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "SIGNATURE_MAX_SKEW": 10 * 365 * 86400}
+
+    def send(given: str):
+        headers = {"X-AHP-Key-Id": "a1b2c3d4e5f6", "X-AHP-Timestamp": "1767225600", "X-AHP-Signature": f"v1={given}"}
+        return client.post(f"{CONVERSE}?lang=en", body, content_type="application/json", headers=headers)
+
+    one_byte_off = signature[:-1] + ("a" if signature[-1] != "a" else "b")
+    refused = send(one_byte_off)
+    assert refused.status_code == 401
+    assert "signature does not match" in refused.json()["message"]
+    accepted = send(signature)
+    assert accepted.status_code == 200, accepted.json()
+    assert accepted.json()["meta"]["capability_used"] == "site_info"
+
+
 # --- actions: side effects, idempotency, rate limits, output validation ---------------------------------------
 
 
