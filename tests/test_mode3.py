@@ -12,7 +12,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from decimal import ROUND_HALF_UP, Decimal
 
 import jsonschema
 import pytest
@@ -150,18 +149,35 @@ def test_structured_input_is_validated_before_anything_runs(client, shop):
 
 
 def test_quote_is_computed_from_prices_and_quantities(client, shop):
-    first, second = Product.objects.filter(is_active=True).order_by("sku")[:2]
-    response = converse(client, {"capability": "custom_quote", "query": f"Quote 12 x {first.sku} and 3 x {second.sku}"})
+    """Fixed figures from the demo catalogue (LK-TEA-0001 $38.00, -0002 $32.00, -0003 $24.00, -0004 $64.00 with 9
+    in stock, -0005 $18.50): 10 % off from $150, 5 % from $75, cents rounded half up, $6.50 shipping under $50."""
+    response = converse(client, {"capability": "custom_quote", "query": "Quote 12 x LK-TEA-0001 and 3 x LK-TEA-0002"})
     assert response.status_code == 200, response.json()
     data = response.json()["response"]["payload"]["data"]
-    subtotal = first.price * 12 + second.price * 3
-    rate = Decimal("0.10") if subtotal >= 150 else Decimal("0.05") if subtotal >= 75 else Decimal(0)
-    discount = (subtotal * rate).quantize(Decimal("0.01"), ROUND_HALF_UP)
-    shipping = Decimal("6.50") if subtotal - discount < 50 else Decimal("0.00")
-    assert [(line["sku"], line["quantity"]) for line in data["lines"]] == [(first.sku, 12), (second.sku, 3)]
-    assert Decimal(data["subtotal"]) == subtotal
-    assert Decimal(data["discount"]) == discount
-    assert Decimal(data["total"]) == subtotal - discount + shipping
+    assert [(line["sku"], line["quantity"], line["unit_price"], line["line_total"]) for line in data["lines"]] == [
+        ("LK-TEA-0001", 12, "38.00", "456.00"),
+        ("LK-TEA-0002", 3, "32.00", "96.00"),
+    ]
+    figures = ("subtotal", "discount", "shipping", "total")
+    assert tuple(data[name] for name in figures) == ("552.00", "55.20", "0.00", "496.80")
+
+    def quote(*items):
+        body = {
+            "capability": "custom_quote",
+            "query": "quote",
+            "context": {"input": {"items": [{"sku": sku, "quantity": quantity} for sku, quantity in items]}},
+        }
+        response = converse(client, body)
+        assert response.status_code == 200, response.json()
+        return response.json()["response"]["payload"]["data"]
+
+    five_percent = quote(("LK-TEA-0004", 1), ("LK-TEA-0005", 1))  # 5 % of 82.50 is 4.125: half up, not to even
+    assert tuple(five_percent[name] for name in figures) == ("82.50", "4.13", "0.00", "78.37")
+    small = quote(("LK-TEA-0005", 1))
+    assert tuple(small[name] for name in figures) == ("18.50", "0.00", "6.50", "25.00")
+    short = quote(("LK-TEA-0004", 12), ("LK-TEA-0004", 1))  # one SKU twice: one line of 13, more than the 9 in stock
+    assert [(line["quantity"], line["available"]) for line in short["lines"]] == [(13, False)]
+    assert tuple(short[name] for name in figures) == ("832.00", "83.20", "0.00", "748.80")
 
 
 def test_free_text_with_missing_fields_asks_and_the_clarification_completes_it(client, shop, ahp_schemas):
