@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import transaction
 
 from agent_handshake import signals
-from agent_handshake.models import Document
+from agent_handshake.models import Document, EmbeddingIndex, LexemeStat, Passage
 from demo_site.blog.models import Author, Post, Tag
 from tests.testapp.models import Article
 
@@ -150,8 +150,6 @@ def test_agent_reindex_all_models_and_errors():
 
 
 def test_agent_reindex_rebuild_of_one_model_keeps_the_others(publish):
-    from agent_handshake.models import LexemeStat, Passage
-
     publish(Article, title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
     author = Author.objects.create(name="Mei Lin", slug="mei")
     publish(Post, title="Gaiwan", slug="gaiwan", author=author, summary="s", body="Brew oolong.", status="published")
@@ -174,8 +172,6 @@ def test_agent_reindex_rebuild_of_one_model_keeps_the_others(publish):
 
 
 def test_agent_reindex_rebuild_of_one_model_refuses_a_new_embedding_model(publish):
-    from agent_handshake.models import EmbeddingIndex
-
     publish(Article, title="Kettles", slug="kettles", body="Descale a kettle.")
     EmbeddingIndex.objects.update(model_id="some/other-model")
     with pytest.raises(CommandError, match="leave out --model"):
