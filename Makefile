@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 MANAGE := $(BIN)/python manage.py
 
-.PHONY: demo test lint bench install-demo install-test clean
+.PHONY: demo test lint bench dist install-demo install-test clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "Python 3.10 or newer is needed; set PYTHON=" or 0)'
@@ -44,5 +44,9 @@ lint: install-test
 bench: install-test
 	$(BIN)/python bench/run.py
 
+## make dist: build the sdist and wheel into dist/ (tests/test_install.py builds and installs the same)
+dist: install-test
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) .pgdata .pgdata-* .pytest_cache
+	rm -rf $(VENV) .pgdata .pgdata-* .pytest_cache build dist *.egg-info

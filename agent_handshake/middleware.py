@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
@@ -53,6 +54,26 @@ def _find_tag(data: bytes, literal: bytes, pattern: re.Pattern[bytes], *, last: 
     return positions[-1] if last else positions[0]
 
 
+#: What the ``{% agent_manifest_link %}`` and ``{% agent_notice %}`` tags have placed in the response being
+#: built ("link", "notice"): a fresh set per request. Only those tags write to it, so no page content can
+#: make the middleware think the markup is already there.
+_placed: ContextVar[set[str] | None] = ContextVar("agent_handshake_placed", default=None)
+
+
+def mark_placed(piece: str) -> None:
+    """Record that a template tag rendered ``piece`` ("link" or "notice") into the current request's page."""
+    placed = _placed.get()
+    if placed is not None:
+        placed.add(piece)
+
+
+def _start_request() -> set[str]:
+    # Not reset when the response is returned: a streaming template renders its tags while being iterated.
+    placed: set[str] = set()
+    _placed.set(placed)
+    return placed
+
+
 def agent_notice_exempt(view: Callable[..., Any]) -> Callable[..., Any]:
     """Leave this view's HTML as it is: no ``<link>`` tag and no notice injected (headers are still sent)."""
     if iscoroutinefunction(view):
@@ -79,34 +100,34 @@ def agent_notice_exempt(view: Callable[..., Any]) -> Callable[..., Any]:
 class HtmlInjector:
     """Inserts the link tag before ``</head>`` and the notice before ``</body>``, fed a chunk at a time.
 
-    Either is skipped when the page already has it (placed by the template tags, which render the same
-    bytes). Enough trailing bytes are held back between chunks that markup split across two chunks is
-    still found.
+    Either is skipped when the template tags placed it (``placed``, read as the page streams by): never
+    because of what the page's content says. Enough trailing bytes are held back between chunks that a
+    closing tag split across two chunks is still found.
     """
 
-    #: The notice is recognised by its first bytes: a long needle, so the search of a 100 KB page is quick.
-    MARKER_LENGTH = 64
+    #: Bytes kept back between chunks: longer than any spelling of ``</head>``/``</body>`` looked for.
+    HOLD = 16
 
-    def __init__(self, link: bytes | None, notice: bytes | None) -> None:
+    def __init__(self, link: bytes | None, notice: bytes | None, placed: Collection[str] = ()) -> None:
         self.link = link
         self.notice = notice
-        self.marker = notice[: self.MARKER_LENGTH] if notice else b""
-        self.hold = max(16, len(self.marker))
+        self.placed = placed
         self.saw_html = False
         self.pending = b""
 
     def _insertions(self, data: bytes) -> list[tuple[int, bytes]]:
-        """Where to insert what in ``data``; marks each piece done once it is placed or found present."""
+        """Where to insert what in ``data``; marks each piece done once it is placed (by us or the tags)."""
         insertions = []
         if self.link is not None:
-            head_end = _find_tag(data, b"</head>", _HEAD_CLOSE)
-            if data.find(b"agent-manifest", 0, head_end if head_end >= 0 else len(data)) >= 0:
+            if "link" in self.placed:
                 self.link = None
-            elif head_end >= 0:
-                insertions.append((head_end, self.link))
-                self.link = None
+            else:
+                head_end = _find_tag(data, b"</head>", _HEAD_CLOSE)
+                if head_end >= 0:
+                    insertions.append((head_end, self.link))
+                    self.link = None
         if self.notice is not None:
-            if data.rfind(self.marker) >= 0:
+            if "notice" in self.placed:
                 self.notice = None
             else:
                 body_end = _find_tag(data, b"</body>", _BODY_CLOSE, last=True)
@@ -131,13 +152,13 @@ class HtmlInjector:
         if self.link is None and self.notice is None:
             self.pending = b""
             return data
-        self.pending = data[-self.hold :]
-        return data[: -self.hold]
+        self.pending = data[-self.HOLD :]
+        return data[: -self.HOLD]
 
     def finish(self) -> bytes:
         data, self.pending = self.pending, b""
         # A document with no </body> (allowed in HTML) still gets the notice; a fragment (no <html>) does not.
-        if self.notice is not None and self.saw_html:
+        if self.notice is not None and self.saw_html and "notice" not in self.placed:
             data += self.notice
         return data
 
@@ -168,16 +189,18 @@ class AgentDiscoveryMiddleware:
             return self.__acall__(request)
         if self.is_exempt(request):
             return self.get_response(request)
+        placed = _start_request()
         response = self.early_response(request) or self.get_response(request)
-        return self.process_response(request, response)
+        return self.process_response(request, response, placed)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         if self.is_exempt(request):
             return await self.get_response(request)
+        placed = _start_request()  # the view's thread runs in a copy of this context: it sees the same set
         response = await sync_to_async(self.early_response)(request)
         if response is None:
             response = await self.get_response(request)
-        return await sync_to_async(self.process_response)(request, response)
+        return await sync_to_async(self.process_response)(request, response, placed)
 
     # Requests
 
@@ -190,8 +213,7 @@ class AgentDiscoveryMiddleware:
         """The manifest or a markdown version, when the request asks for one; else None."""
         if request.method not in ("GET", "HEAD"):
             return None
-        accept = request.META.get("HTTP_ACCEPT", "")  # not request.headers: that copies all of META
-        if app_settings.ACCEPT_HEADER_DISCOVERY and AGENT_JSON in accept and self._accepts(request, AGENT_JSON):
+        if app_settings.ACCEPT_HEADER_DISCOVERY and self._prefers(request, AGENT_JSON):
             from .views import manifest_response
 
             return manifest_response(request)
@@ -200,15 +222,18 @@ class AgentDiscoveryMiddleware:
             path = request.path_info
             if path.endswith(suffix):
                 return self._markdown(request, self._markdown_candidates(path[: -len(suffix)]))
-            if MARKDOWN in accept and request.get_preferred_type(["text/html", MARKDOWN]) == MARKDOWN:
+            if self._prefers(request, MARKDOWN):
                 return self._markdown(request, [path])
         return None
 
     @staticmethod
-    def _accepts(request: HttpRequest, media_type: str) -> bool:
-        return any(
-            str(accepted).split(";")[0] == media_type and accepted.quality > 0 for accepted in request.accepted_types
-        )
+    def _prefers(request: HttpRequest, media_type: str) -> bool:
+        """Whether the request's Accept header prefers ``media_type`` to HTML, weighing q-values, specificity
+        and order as Django's ``request.get_preferred_type`` does (``q=0`` refuses a type)."""
+        # A substring test first: most requests never name either type (and request.headers copies all of META).
+        if media_type not in request.META.get("HTTP_ACCEPT", ""):
+            return False
+        return request.get_preferred_type(["text/html", media_type]) == media_type
 
     @staticmethod
     def _markdown_candidates(base: str) -> list[str]:
@@ -237,7 +262,9 @@ class AgentDiscoveryMiddleware:
             self._fragments = (header, tag.encode(), notice.encode())
         return self._fragments
 
-    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase, placed: Collection[str] = ()
+    ) -> HttpResponseBase:
         header, tag, notice = self.fragments()
         existing = response.headers.get("Link")
         if not existing or "agent-manifest" not in existing:
@@ -256,6 +283,7 @@ class AgentDiscoveryMiddleware:
                 response,
                 tag if app_settings.INJECT_LINK_TAG else None,
                 notice if app_settings.INJECT_NOTICE else None,
+                placed,
             )
         return response
 
@@ -284,8 +312,8 @@ class AgentDiscoveryMiddleware:
         return response.headers.get("Content-Encoding", "").lower() in ("", "identity", "gzip")
 
     @staticmethod
-    def _inject(response: HttpResponseBase, tag: bytes | None, notice: bytes | None) -> None:
-        injector = HtmlInjector(tag, notice)
+    def _inject(response: HttpResponseBase, tag: bytes | None, notice: bytes | None, placed: Collection[str]) -> None:
+        injector = HtmlInjector(tag, notice, placed)
         gzipped = response.headers.get("Content-Encoding", "").lower() == "gzip"
         if response.streaming:
             if gzipped:

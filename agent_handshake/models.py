@@ -231,6 +231,9 @@ class ConverseSession(models.Model):
     capability = models.CharField(max_length=64)
     requesting_agent = models.CharField(max_length=128, blank=True)
     client_ip = models.GenericIPAddressField(null=True, blank=True)
+    #: The API key that started the session: only it may continue it. None: an anonymous session, which only
+    #: anonymous requests from ``client_ip``'s network may continue.
+    api_key = models.ForeignKey("ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     last_active_at = models.DateTimeField(db_index=True)
     #: [{"query", "standalone_query", "answer", "sources": [{"title", "url"}], "tokens"}, ...]

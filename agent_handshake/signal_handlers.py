@@ -6,6 +6,7 @@ Connected in ``AppConfig.ready()`` for registered models only. Work is deferred 
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import Any
 
@@ -17,26 +18,70 @@ from . import state
 from .conf import app_settings
 from .registry import content_registry
 
+logger = logging.getLogger(__name__)
+
+
+def index_on_save_mode() -> str:
+    """The effective ``INDEX_ON_SAVE``: "celery", "sync" or "off" ("auto" resolved).
+
+    "auto" queues to Celery only when the project's Celery app names a broker (``CELERY_BROKER_URL`` with the
+    standard Django setup): without one, Celery would try amqp://localhost on every save.
+    """
+    mode = app_settings.INDEX_ON_SAVE
+    if mode != "auto":
+        return mode
+    from celery import current_app
+
+    conf = current_app.conf
+    return "celery" if conf.broker_url or conf.broker_write_url else "sync"
+
 
 def _sync_on_commit(instance: Model) -> None:
     """Queue the object's re-indexing for when the transaction commits (``INDEX_ON_SAVE``)."""
-    mode = app_settings.INDEX_ON_SAVE
+    mode = index_on_save_mode()
     meta = instance._meta
     # Strings, not the instance: the task may run in another process, after the row changed again.
     args = (meta.app_label, meta.model_name, str(instance.pk))
     if mode == "celery":
-        from .tasks import index_object
-
-        transaction.on_commit(partial(index_object.delay, *args))
+        transaction.on_commit(partial(_queue, *args))
     elif mode == "sync":
         transaction.on_commit(partial(_index_now, *args))
+
+
+def _queue(app_label: str, model_name: str, pk: str) -> None:
+    from .tasks import index_object
+
+    try:
+        index_object.delay(app_label, model_name, pk)
+    except Exception:
+        # The row is saved: a broker that cannot be reached must not turn the save into an error page. Index
+        # here instead, so the change is not lost (Celery has already retried per task_publish_retry_policy).
+        logger.warning(
+            "Could not queue agent_handshake.index_object for %s.%s %s; indexing it in this process.",
+            app_label,
+            model_name,
+            pk,
+            exc_info=True,
+        )
+        _index_now(app_label, model_name, pk)
 
 
 def _index_now(app_label: str, model_name: str, pk: str) -> None:
     from .indexing import sync_and_index
 
-    sync_and_index(app_label, model_name, pk)
-    state.invalidate()
+    try:
+        sync_and_index(app_label, model_name, pk)
+    except Exception:
+        # E.g. the embedding server is down. The document is written first, so its passages stay marked stale
+        # (indexed_hash != content_hash) and `manage.py agent_reindex` embeds them later.
+        logger.exception(
+            "Could not index %s.%s %s; run `manage.py agent_reindex` once the cause is fixed.",
+            app_label,
+            model_name,
+            pk,
+        )
+    finally:
+        state.invalidate()
 
 
 def object_saved(sender: type[Model], instance: Model, raw: bool = False, **kwargs: Any) -> None:

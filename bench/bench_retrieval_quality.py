@@ -155,9 +155,15 @@ def main() -> None:
     retriever = HybridRetriever(text_weight=args.text_weight, vector_weight=args.vector_weight, rrf_k=args.rrf_k)
     filters = Filters(models=[config.label])
     totals = {mode: {"ndcg": 0.0, "recall": 0.0, "seconds": 0.0} for mode in args.modes}
+    # The relevance floor is not part of the ranking measured here (ContentConcierge applies it to answers), but
+    # every judged query is on the corpus's topic: the floor should refuse (almost) none of them.
+    floor = retriever.relevance_floor
+    under_floor = 0
     for number, query in enumerate(queries, start=1):
         vector = retriever.backend.embed_query(query["text"])
         relevant = qrels[query["_id"]]
+        nearest = retriever.vector_candidates(vector, filters, 1)
+        under_floor += bool(floor and nearest and nearest[0][1] < floor)
         for mode, total in totals.items():
             began = time.perf_counter()
             hits = retriever.search_documents(query["text"], limit=100, filters=filters, mode=mode, query_vector=vector)
@@ -188,6 +194,7 @@ def main() -> None:
         ["ranking", "nDCG@10", "Recall@100", "ms/query (SQL+fusion)"],
         rows,
     )
+    print(f"Relevance floor {floor}: {under_floor} of {len(queries):,} judged queries fall under it.")
 
 
 if __name__ == "__main__":

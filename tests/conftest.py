@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
+import celery._state
 import pytest
+from celery import Celery
 from django.core.cache import caches
 
 from agent_handshake import state
@@ -87,3 +91,49 @@ def fake_openai():
     server = FakeOpenAI().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def celery_app(monkeypatch):
+    """Make a new Celery app the project's app (what `app = Celery("proj")` in proj/celery.py does)."""
+
+    def make(**conf) -> Celery:
+        app = Celery("site", set_as_current=False)
+        app.conf.update(conf)
+        monkeypatch.setattr(celery._state, "default_app", app)
+        monkeypatch.setattr(celery._state._tls, "current_app", app)
+        return app
+
+    return make
+
+
+SYSTEM_POSTGRES = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+
+
+@pytest.fixture
+def database_without_pgvector():
+    """The URL of a new database on the machine's own PostgreSQL (127.0.0.1:5432, no pgvector), dropped after."""
+    import psycopg
+
+    try:
+        admin = psycopg.connect(**SYSTEM_POSTGRES, dbname="postgres", autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL accepts user postgres without a password on 127.0.0.1:5432 ({exc})")
+    with admin:
+        if admin.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+            pytest.skip("the PostgreSQL on 127.0.0.1:5432 has pgvector; this test needs one without it")
+        name = f"agent_handshake_no_pgvector_{os.getpid()}"
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield "postgres://{user}@{host}:{port}/".format(**SYSTEM_POSTGRES) + name
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
+from django.core.checks.registry import registry
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
@@ -14,6 +19,8 @@ from agent_handshake import checks
 from agent_handshake.registry import Capability, ContentConfig
 from demo_site.shop.models import Order
 from tests.testapp.models import Article
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def ids(messages) -> list[str]:
@@ -54,6 +61,8 @@ def test_w001_unknown_key():
         {"MAX_RANKED_ROWS": 0},
         {"RETRIEVAL_CANDIDATES": -5},
         {"MAX_TERM_SHARE": 0},
+        {"RELEVANCE_FLOOR": 1.5},
+        {"RELEVANCE_FLOOR": "0.3"},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):
@@ -252,3 +261,56 @@ def test_w005_test_only_callback_settings_outside_debug(settings):
     settings.DEBUG = True
     settings.AGENT_HANDSHAKE = {"CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"]}
     assert checks.check_callbacks() == []
+
+
+def test_e002_index_on_save_typo():
+    """A typo used to index nothing on save, silently."""
+    with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "celary"}):
+        messages = checks.check_settings()
+    assert ids(messages) == ["agent_handshake.E002"]
+    assert "INDEX_ON_SAVE" in messages[0].msg
+    assert "'auto'" in messages[0].hint
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_e010_hint_speaks_to_a_plain_django_project(settings):
+    """A plain project's settings never read DATABASE_URL: the hint names what such a project sets."""
+    settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    (message,) = checks.check_database()
+    assert "DATABASE_URL" not in message.hint
+    assert "DATABASES['default']" in message.hint
+    assert "agent_handshake.embedded" in message.hint
+
+
+@pytest.mark.django_db
+def test_e010_vector_extension_available_on_the_embedded_server():
+    assert checks.check_vector_extension(databases=["default"]) == []
+    # Tagged "database": plain `check` does not open a connection for it.
+    assert checks.check_vector_extension in registry.get_checks(include_deployment_checks=True)
+    assert checks.check_vector_extension.tags == ("database",)
+
+
+def _manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": database_url}
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.slow
+def test_e010_server_without_pgvector_stops_check_and_migrate_before_they_start(database_without_pgvector):
+    """`check` used to pass on a PostgreSQL without pgvector; `migrate` then failed half-way."""
+    import psycopg
+
+    url = database_without_pgvector
+    checked = _manage("check", "--database", "default", database_url=url)
+    assert checked.returncode != 0
+    assert "agent_handshake.E010" in checked.stderr
+    assert "does not have the pgvector extension" in checked.stderr
+
+    migrated = _manage("migrate", "--noinput", database_url=url)
+    assert migrated.returncode != 0
+    assert "agent_handshake.E010" in migrated.stderr
+    with psycopg.connect(url) as conn:
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()[0]
+    assert tables == 0, "migrate started before the check refused the server"

@@ -202,3 +202,62 @@ def test_injector_finds_tags_split_across_every_boundary():
         injector = HtmlInjector(b"[L]", b"[N]")
         out = injector.feed(page[:cut]) + injector.feed(page[cut:]) + injector.finish()
         assert out == expected, cut
+
+
+# Only the app's own template tags may stop the injection (issue 9 §4): never what a page's content says.
+
+
+def test_page_content_cannot_suppress_the_link_or_the_notice(client, publish):
+    from django.template.loader import render_to_string
+
+    from agent_handshake.middleware import notice_context
+    from tests.testapp.models import Article
+
+    notice_start = render_to_string("agent_handshake/notice.html", notice_context()).strip()[:64]
+    article = publish(
+        Article,
+        title="What goes in an agent-manifest?",
+        slug="manifests",
+        body=f"<p>Our notice begins like this:</p><pre>{notice_start}</pre>",
+    )
+    html = client.get(article.get_absolute_url()).content.decode()
+    head, _, body = html.partition("</head>")
+    assert head.count(LINK_TAG) == 1, head
+    notices = NOTICE.findall(body)
+    assert len(notices) == 1, body
+    assert "GET /.well-known/agent.json" in notices[0]
+
+
+def test_template_tags_suppress_only_their_own_request(client):
+    assert_discoverable(client.get("/tagged/").content.decode())
+    assert_discoverable(client.get("/page/").content.decode())  # the next page still gets the markup
+
+
+def test_template_tags_are_seen_by_the_async_middleware(async_client):
+    response = async_to_sync(async_client.get)("/tagged/")
+    html = response.content.decode()
+    assert_discoverable(html)
+    assert html.index("ahp-notice") > html.index("<footer>")
+
+
+# Content negotiation honours q-values, one parser for the manifest and the markdown versions (issue 9 §4).
+
+
+@pytest.mark.parametrize(
+    ("accept", "manifest"),
+    [
+        ("text/html;q=1, application/agent+json;q=0.1", False),
+        ("text/html, application/xhtml+xml, application/agent+json;q=0.5, */*;q=0.1", False),
+        ("application/agent+json;q=0.9, text/html;q=0.5", True),
+        ("application/agent+json, text/html;q=0.9", True),
+        ("application/agent+json", True),
+    ],
+)
+def test_accept_agent_json_honours_q_values(client, accept, manifest):
+    response = client.get("/page/", headers={"Accept": accept})
+    assert response.status_code == 200
+    if manifest:
+        assert response.json()["ahp"] == "0.1"
+    else:
+        assert "<h1>Plain page</h1>" in response.content.decode()
+    assert "Accept" in response["Vary"]

@@ -4,8 +4,10 @@ Prompt injection (AHP §13): to the model, both the visiting agent's question an
 untrusted text. They are cleaned (control characters, our delimiter tags), wrapped in ``<question>`` and
 ``<source>`` elements in the user message, and kept apart from the fixed system instructions. What comes back
 is checked before an agent sees it: an answer that leaks the instructions (a canary marker or a run of their
-words) is replaced by the extractive one, links that no source contains are removed, and citations must name
-a real source.
+words) is replaced by the extractive one, and citations must name a real source.
+
+Content is untrusted too: every answer, extractive or generated, leaves here as text without HTML markup and
+with links only to the site's own URLs (:func:`clean_answer`, one rule for both backends).
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from django.http.request import validate_host
+from django.utils.html import strip_tags
 from django.utils.module_loading import import_string
 
 from ..compat import openai_client
@@ -90,7 +95,7 @@ class ExtractiveAnswerer(AnswerBackend):
         budget = max(12, int(max_tokens * 0.75))  # words; a token is about three quarters of a word
         scored: list[tuple[float, int, int, str, int]] = []
         for order, item in enumerate(evidence):
-            for position, sentence in enumerate(sentences(item.text)):
+            for position, sentence in enumerate(sentences(strip_markup(item.text))):
                 overlap = len(wanted & terms(sentence))
                 # Earlier (better ranked) passages win ties; very short fragments are not answers.
                 score = overlap - 0.05 * order - (0.5 if len(sentence.split()) < 4 else 0)
@@ -119,7 +124,8 @@ class ExtractiveAnswerer(AnswerBackend):
             cite = index + 1 == len(chosen) or chosen[index + 1][3] != source
             text = _trim_words(sentence, budget) if len(chosen) == 1 else sentence
             parts.append(f"{text} [{source}]" if cite else text)
-        return GeneratedAnswer(" ".join(parts), cited={source for *_, source in chosen})
+        text, guardrail = clean_answer(" ".join(parts), evidence)
+        return GeneratedAnswer(text, cited={source for *_, source in chosen}, guardrail=guardrail)
 
 
 def _trim_words(text: str, limit: int) -> str:
@@ -189,21 +195,79 @@ def _leaks_instructions(answer: str) -> bool:
     return any(" ".join(rule_words[i : i + 8]) in answer_words for i in range(0, max(0, len(rule_words) - 8)))
 
 
-def check_output(answer: str, evidence: Sequence[Evidence]) -> tuple[str, set[int], str | None]:
-    """The answer with unknown links and citations removed; the sources it cites; what was changed."""
-    answer = CONTROL.sub("", answer).strip()
+# Elements whose content is code or styling, not text: dropped whole, not just untagged.
+NON_TEXT_ELEMENTS = re.compile(r"<(script|style|template|noscript)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+INNER_SPACES = re.compile(r"(?<=\S)[ \t]{2,}(?=\S)")
+# A markdown link or image: [text](target) or ![alt](target), with an optional title.
+MARKDOWN_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(\s*<?([^\s<>)]*)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+
+
+def strip_markup(text: str) -> str:
+    """``text`` without HTML: script and style elements removed with their content, other tags and comments
+    removed (their text kept)."""
+    if "<" not in text:
+        return text
+    return strip_tags(NON_TEXT_ELEMENTS.sub(" ", text))
+
+
+def site_hosts(evidence: Sequence[Evidence]) -> list[str]:
+    """The hosts that count as the site's own: ``BASE_URL``'s, the sources' absolute URLs', and the project's
+    ``ALLOWED_HOSTS`` patterns (except ``*``, which would allow every host)."""
+    hosts = [urlsplit(url).hostname or "" for url in (app_settings.BASE_URL, *(item.url for item in evidence))]
+    return [host for host in hosts if host] + [host for host in settings.ALLOWED_HOSTS if host != "*"]
+
+
+def is_site_url(url: str, hosts: Sequence[str]) -> bool:
+    """A relative URL, or an absolute one on one of ``hosts``."""
+    if url.lower().startswith("www."):
+        url = "//" + url
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    if not parts.scheme and not parts.netloc:
+        return True
+    return parts.scheme.lower() in ("", "http", "https") and bool(host) and validate_host(host, list(hosts))
+
+
+def clean_answer(answer: str, evidence: Sequence[Evidence]) -> tuple[str, str | None]:
+    """An answer as agents may receive it: no control characters, no HTML, and only links that are the site's
+    own URLs and that a source holds (no invented ones). A markdown link elsewhere keeps its text, an image goes,
+    a bare URL becomes "[link removed]". Also says whether a link was removed ("links_removed")."""
+    answer = strip_markup(CONTROL.sub("", answer)).strip()
+    hosts = site_hosts(evidence)
     known = "\n".join(f"{item.url}\n{item.text}" for item in evidence)
-    guardrail = None
+    removed = False
 
-    def keep_known(match: re.Match[str]) -> str:
-        nonlocal guardrail
-        url = match.group(0).rstrip(".,;:")
-        if url in known:
+    def allowed(url: str) -> bool:
+        return bool(url) and url in known and is_site_url(url, hosts)
+
+    def markdown_link(match: re.Match[str]) -> str:
+        nonlocal removed
+        if allowed(match.group(3)):
             return match.group(0)
-        guardrail = "links_removed"
-        return "[link removed]"
+        removed = True
+        return "" if match.group(1) else match.group(2)
 
-    answer = URL.sub(keep_known, answer)
+    def bare_url(match: re.Match[str]) -> str:
+        nonlocal removed
+        url = match.group(0).rstrip(".,;:")
+        if allowed(url):
+            return match.group(0)
+        removed = True
+        return "[link removed]" + match.group(0)[len(url) :]
+
+    answer = MARKDOWN_LINK.sub(markdown_link, answer)
+    answer = URL.sub(bare_url, answer)
+    answer = INNER_SPACES.sub(" ", answer)  # where markup was taken out of a line (indentation is kept)
+    return answer, "links_removed" if removed else None
+
+
+def check_output(answer: str, evidence: Sequence[Evidence]) -> tuple[str, set[int], str | None]:
+    """The answer cleaned (:func:`clean_answer`) and with citations of unknown sources removed; the sources it
+    cites; what was changed."""
+    answer, guardrail = clean_answer(answer, evidence)
     numbers = {item.source for item in evidence}
     cited = {int(n) for n in CITATION.findall(answer) if int(n) in numbers}
     answer = CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in numbers else "", answer)

@@ -109,22 +109,46 @@ class ContentConcierge:
     def __init__(self, retriever: HybridRetriever | None = None) -> None:
         self.retriever = retriever or HybridRetriever()
 
-    def scope(self, ctx: ConverseContext) -> Filters:
-        models = list(ctx.filters.models or ctx.capability.models)
+    def scope(self, ctx: ConverseContext) -> Filters | None:
+        """The request's filters, narrowed to the models whose content may be used in answers (``ai_input``);
+        None when there are none, so nothing is retrieved."""
+        requested = list(ctx.filters.models or ctx.capability.models)
+        candidates = requested or [config.label for config in content_registry]
+        snapshot = state.snapshot()
+        usable = [label for label in candidates if snapshot.signals_for(label)["ai_input"]]
+        if not usable:
+            return None
         return Filters(
-            models=models,
+            # Unchanged when nothing is excluded: an unrestricted search stays unrestricted (no model filter).
+            models=requested if usable == candidates else usable,
             content_types=ctx.filters.content_types,
             published_after=ctx.filters.published_after,
             published_before=ctx.filters.published_before,
         )
 
     def handle(self, ctx: ConverseContext) -> Reply | Clarification:
-        hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=self.scope(ctx))
+        scope = self.scope(ctx)
+        if scope is None:
+            reply = self.reply(ctx, [])
+            name = state.snapshot().name or "This site"
+            reply.answer = f"{name} does not allow its content to be used in answers (content signal ai_input)."
+            return reply
+        hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=scope)
+        if not self.relevant(hits):
+            return self.reply(ctx, [])
         if ctx.capability.clarify and not ctx.clarified and not ctx.filters and ctx.content_type == "text/answer":
             clarification = self.clarification(ctx, hits)
             if clarification:
                 return clarification
         return self.reply(ctx, hits)
+
+    def relevant(self, hits: list[DocumentHit]) -> bool:
+        """Whether the site has anything on the question: the nearest passage is at least ``RELEVANCE_FLOOR``
+        (or the embedding model's measured floor) similar to it. Rank fusion cannot tell (the best of unrelated
+        passages is still ranked first); the embedding's cosine similarity can. Without vector scores (no
+        embeddings yet) the hits are kept."""
+        similarities = [hit.similarity for hit in hits if hit.similarity is not None]
+        return bool(hits) and (not similarities or max(similarities) >= self.retriever.relevance_floor)
 
     def clarification(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Clarification | None:
         """Ask which kind of content is meant when a bare topic's best results are split across kinds.

@@ -1,11 +1,13 @@
 """``POST /agent/converse`` (AHP §6): the conversational endpoint.
 
-The order of work: count the request (per IP, then per API key and per ``requesting_agent``), refuse oversize
-bodies, parse and validate, authenticate, find the capability, check its auth and scope, negotiate the content
-type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one continues — in one transaction, with the session row
-locked — continue or start the session, resolve a pending clarification, rewrite a follow-up into a standalone
-query, check the token budgets, answer (from the answer cache when the same question was just answered), and
-record the turn. Every response, errors included, is AHP JSON with the four ``X-RateLimit-*`` headers.
+The order of work: refuse oversize bodies, parse and validate, authenticate, count the request (per API key;
+without one, per client network and per ``requesting_agent`` from that network), find the capability, check its
+auth and scope, negotiate the content type. A MODE3 capability continues in :mod:`.invoke`. A MODE2 one reads its
+session (only its owner's: the API key, or the client network of an anonymous session), resolves a pending
+clarification, rewrites a follow-up into a standalone query, checks the token budgets and answers (from the
+answer cache when the same question was just answered), all without a transaction or lock; then, in a short
+transaction with the session row locked, checks the turn limit again and records the turn. Every response, errors
+included, is AHP JSON with the four ``X-RateLimit-*`` headers.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from .concierge import Clarification, ConverseContext, Reply, max_answer_tokens
 from .errors import error_response, method_not_allowed
 from .negotiation import UnsupportedType, negotiate
 from .request import ConverseRequest, RequestError, parse_request
-from .sessions import SessionError, load_session, new_session, standalone_query
+from .sessions import Owner, SessionError, load_session, new_session, standalone_query
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ def _normalise(query: str) -> str:
 
 
 class Rejected(Exception):
-    """A request refused with an AHP error (raised inside the transaction so nothing is recorded)."""
+    """A request refused with an AHP error (raised inside a transaction, it records nothing)."""
 
     def __init__(self, response: HttpResponse) -> None:
         super().__init__(response.status_code)
@@ -126,10 +128,9 @@ class ConverseView(View):
             usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
             if usage.exceeded:
                 return rate_limited(usage, "Rate limit exceeded for this API key.")
-        if converse_request.requesting_agent:
-            agent = ratelimit.count_request(
-                request, "agent", converse_request.requesting_agent, app_settings.AGENT_RATE_LIMIT
-            )
+        anonymous_name = converse_request.requesting_agent if credentials is None else ""
+        agent = ratelimit.count_agent(request, anonymous_name) if anonymous_name else None
+        if agent is not None:
             self.usages.append(agent)
             if agent.exceeded:
                 return rate_limited(agent, "Rate limit exceeded for this agent identity.")
@@ -163,11 +164,9 @@ class ConverseView(View):
         if capability.action_type is not None:  # MODE3
             invocation = invoke.Call(request, body, converse_request, capability, credentials, negotiated, self.usages)
             return invocation.respond()
+        owner = Owner(credentials.key if credentials else None, ratelimit.client_address(request))
         try:
-            with transaction.atomic():
-                return self.converse(
-                    request, converse_request, capability, negotiated.content_type, negotiated.fallback_from
-                )
+            return self.converse(converse_request, capability, negotiated.content_type, negotiated.fallback_from, owner)
         except Rejected as rejected:
             return rejected.response
         except (EmbeddingUnavailable, EmbeddingModelChanged) as exc:
@@ -176,30 +175,20 @@ class ConverseView(View):
 
     def converse(
         self,
-        request: HttpRequest,
         converse_request: ConverseRequest,
         capability: Capability,
         content_type: str,
         fallback_from: str | None,
+        owner: Owner,
     ) -> HttpResponse:
-        ip = ratelimit.client_ip(request)
+        # The slow work (the query's embedding, the answer backend's call with its timeout and retries) runs on a
+        # session read without a lock and outside any transaction; only recording the turn locks the row, briefly,
+        # and checks again what a concurrent request may have changed meanwhile (see locked()).
         if converse_request.session_id:
-            try:
-                session = load_session(converse_request.session_id)
-            except SessionError as exc:
-                raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
+            session = self.load(converse_request.session_id, owner)
         else:
-            session = new_session(capability.name, converse_request.requesting_agent, ip)
-        if len(session.turns) >= app_settings.SESSION_MAX_TURNS:
-            raise Rejected(
-                error_response(
-                    429,
-                    "rate_limited",
-                    f"This session has had its {app_settings.SESSION_MAX_TURNS} turns; start a new session.",
-                    scope="session",
-                    retry_after=None,
-                )
-            )
+            session = new_session(capability.name, converse_request.requesting_agent, owner)
+        self.check_turns(session)
 
         query = converse_request.query
         filters = self.filters(converse_request)
@@ -223,7 +212,8 @@ class ConverseView(View):
             clarified = True
         standalone = standalone_query(query, session.turns) if not clarified else query
 
-        self.check_budgets(session, ip)
+        network = ratelimit.network_of(owner.address)
+        self.check_budgets(session, network)
         context = ConverseContext(
             capability=capability,
             query=standalone,
@@ -242,26 +232,27 @@ class ConverseView(View):
         else:
             result = capability.handler(context)
             if isinstance(result, Clarification):
-                return self.clarify(session, result, query)
+                return self.clarify(session, owner, result, query)
             reply, from_cache = result, False
             if cache_key and app_settings.ANSWER_CACHE_TIMEOUT != 0:
                 caches[app_settings.CACHE_ALIAS].set(cache_key, reply.__dict__, app_settings.ANSWER_CACHE_TIMEOUT)
+        ratelimit.add_daily_tokens(network, reply.tokens_used)  # spent, whether or not the turn is recorded
 
-        session.pending_clarification = None
-        session.turns = [
-            *session.turns,
-            {
-                "query": converse_request.query,
-                "standalone_query": standalone,
-                "answer": reply.answer[:1000],
-                "sources": [{"title": s["title"], "url": s["url"]} for s in reply.sources],
-                "tokens": reply.tokens_used,
-            },
-        ]
-        session.tokens_used += reply.tokens_used
-        session.last_active_at = timezone.now()
-        session.save()
-        ratelimit.add_daily_tokens(ip, reply.tokens_used)
+        turn = {
+            "query": converse_request.query,
+            "standalone_query": standalone,
+            "answer": reply.answer[:1000],
+            "sources": [{"title": s["title"], "url": s["url"]} for s in reply.sources],
+            "tokens": reply.tokens_used,
+        }
+        with transaction.atomic():
+            session = self.locked(session, owner)
+            if session.pending_clarification == pending:  # answered or abandoned, unless replaced meanwhile
+                session.pending_clarification = None
+            session.turns = [*session.turns, turn]
+            session.tokens_used += reply.tokens_used
+            session.last_active_at = timezone.now()
+            session.save()
 
         meta: dict[str, Any] = {
             "tokens_used": reply.tokens_used,
@@ -281,6 +272,33 @@ class ConverseView(View):
         if reply.content_signals:
             response.headers[content_signals.HEADER] = content_signals.header_value(reply.content_signals)
         return response
+
+    def load(self, session_id: str, owner: Owner, *, lock: bool = False) -> ConverseSession:
+        try:
+            return load_session(session_id, owner, lock=lock)
+        except SessionError as exc:
+            raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
+
+    def locked(self, session: ConverseSession, owner: Owner) -> ConverseSession:
+        """``session`` read again under its row lock (in the caller's transaction) to record a turn: it may have
+        been deleted, or filled up by concurrent requests, while this one was being answered."""
+        if session._state.adding:
+            return session  # started by this request: nobody else can see it yet
+        session = self.load(session.pk, owner, lock=True)
+        self.check_turns(session)
+        return session
+
+    def check_turns(self, session: ConverseSession) -> None:
+        if len(session.turns) >= app_settings.SESSION_MAX_TURNS:
+            raise Rejected(
+                error_response(
+                    429,
+                    "rate_limited",
+                    f"This session has had its {app_settings.SESSION_MAX_TURNS} turns; start a new session.",
+                    scope="session",
+                    retry_after=None,
+                )
+            )
 
     def filters(self, converse_request: ConverseRequest) -> Filters:
         models: list[str] = []
@@ -306,10 +324,10 @@ class ConverseView(View):
             published_before=converse_request.published_before,
         )
 
-    def check_budgets(self, session: ConverseSession, ip: str) -> None:
+    def check_budgets(self, session: ConverseSession, network: str) -> None:
         if get_answer_backend().name == "extractive":
             return  # budgets count model tokens; extractive answers spend none
-        budget = ratelimit.session_budget()
+        budget = ratelimit.session_budget("authenticated" if session.api_key_id else "unauthenticated")
         if budget and session.tokens_used >= budget:
             raise Rejected(
                 error_response(
@@ -321,7 +339,7 @@ class ConverseView(View):
                 )
             )
         daily = app_settings.DAILY_TOKEN_BUDGET_PER_IP
-        if daily and ratelimit.daily_tokens_used(ip) >= daily:
+        if daily and ratelimit.daily_tokens_used(network) >= daily:
             wait = ratelimit.seconds_until_tomorrow()
             response = error_response(
                 429,
@@ -350,15 +368,17 @@ class ConverseView(View):
         digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
         return f"agent_handshake:answer:{digest}"
 
-    def clarify(self, session: ConverseSession, clarification: Clarification, query: str) -> HttpResponse:
-        session.pending_clarification = {
-            "question": clarification.question,
-            "options": clarification.options,
-            "scopes": clarification.scopes,
-            "query": query,
-        }
-        session.last_active_at = timezone.now()
-        session.save()
+    def clarify(self, session: ConverseSession, owner: Owner, clarification: Clarification, query: str) -> HttpResponse:
+        with transaction.atomic():
+            session = self.locked(session, owner)
+            session.pending_clarification = {
+                "question": clarification.question,
+                "options": clarification.options,
+                "scopes": clarification.scopes,
+                "query": query,
+            }
+            session.last_active_at = timezone.now()
+            session.save()
         return JsonResponse(
             {
                 "status": "clarification_needed",

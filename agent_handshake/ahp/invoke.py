@@ -50,7 +50,7 @@ from . import auth, ratelimit
 from .errors import error_response, method_not_allowed
 from .negotiation import Negotiated
 from .request import ConverseRequest
-from .sessions import SessionError, load_session, new_session
+from .sessions import Owner, SessionError, load_session, new_session
 
 logger = logging.getLogger(__name__)
 MAX_IDEMPOTENCY_KEY = 255
@@ -83,6 +83,7 @@ class Call:
         self.capability = capability
         self.credentials = credentials
         self.key = credentials.key if credentials else None
+        self.owner = Owner(self.key, ratelimit.client_address(request))
         self.negotiated = negotiated
         self.usages = usages
 
@@ -167,7 +168,7 @@ class Call:
         gathered: dict[str, Any] = {}
         if request.session_id:
             try:
-                session = load_session(request.session_id)
+                session = load_session(request.session_id, self.owner, lock=True)
             except SessionError as exc:
                 raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
             pending = session.pending_clarification or {}
@@ -206,7 +207,7 @@ class Call:
     def ask(self, session: ConverseSession | None, data: dict[str, Any], missing: list[str]) -> tuple[int, dict]:
         """Ask for the fields the query did not state (§6.3); the answer comes back as ``clarification``."""
         if session is None:
-            session = new_session(self.capability.name, self.data.requesting_agent, ratelimit.client_ip(self.request))
+            session = new_session(self.capability.name, self.data.requesting_agent, self.owner)
         question = field_question(self.capability, missing)
         session.capability = self.capability.name
         session.pending_clarification = {"kind": "input", "input": data, "missing": missing, "question": question}

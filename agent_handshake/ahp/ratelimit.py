@@ -1,13 +1,18 @@
 """Rate limits of the AHP endpoints (§11) on django-ratelimit's shared-cache counters.
 
-Requests are counted per client IP always, and per ``requesting_agent`` and per API key when the request has
-them; the most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets (§11.4) are
-counted per session (on the session row) and per IP per day (a cache counter).
+A request with an API key is counted per key, and by nothing a sender declares about itself; an anonymous one
+per client network (the address :func:`client_address` finds: an IPv4 address, or an IPv6 /64, which one
+subscriber usually holds whole) and per ``requesting_agent`` name *from that network*, so a name never spends
+another sender's quota. The most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets
+(§11.4) are counted per session (on the session row, the budget of the session's tier) and per client network
+per day (a cache counter).
 """
 
 from __future__ import annotations
 
 import datetime
+import ipaddress
+import re
 import time
 from dataclasses import dataclass
 
@@ -40,8 +45,66 @@ class Usage:
         return max(1, self.reset - int(time.time()))
 
 
+IPV6_PREFIX = 64
+PORT = re.compile(r"^\[(?P<v6>[^\]]+)\](?::\d+)?$|^(?P<v4>[\d.]+):\d+$")
+
+
+def forwarded_address(request: HttpRequest) -> str | None:
+    """The client's address as the ``TRUSTED_PROXY_COUNT`` reverse proxies in front of the site saw it.
+
+    Each proxy appends the address it received the request from to ``X-Forwarded-For``, so the last N entries
+    are written by the site's own proxies and the N-th from the right is the client; anything further left
+    came from the client and is ignored. With no proxies, or a header shorter than the proxy chain (a request
+    that did not come through all of it), ``REMOTE_ADDR``.
+    """
+    proxies = app_settings.TRUSTED_PROXY_COUNT
+    if proxies > 0:
+        header = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        hops = [hop.strip() for hop in header.split(",") if hop.strip()]
+        if len(hops) >= proxies:
+            return hops[-proxies]
+    return request.META.get("REMOTE_ADDR")
+
+
+def _parse_address(value: object) -> str | None:
+    """``value`` as a normalised IP address (an IPv4-mapped IPv6 address as IPv4, a port or an IPv6 zone
+    dropped), else None."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    port = PORT.match(value)
+    if port:
+        value = port.group("v6") or port.group("v4")
+    value = value.split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return str(address)
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The visiting agent's IP address: ``CLIENT_IP_FUNCTION``'s answer when set, else :func:`forwarded_address`;
+    None when it is not a valid address. Every per-client count and anonymous session ownership use this."""
+    find = app_settings.CLIENT_IP_FUNCTION
+    return _parse_address(find(request) if find else forwarded_address(request))
+
+
+def network_of(address: str | None) -> str:
+    """The bucket ``address`` is counted in: an IPv4 address alone, an IPv6 address's /64 ("unknown": None)."""
+    if not address:
+        return "unknown"
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((ip, IPV6_PREFIX), strict=False))
+    return str(ip)
+
+
 def client_ip(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR") or "unknown"
+    """The client's bucket: :func:`network_of` its :func:`client_address`."""
+    return network_of(client_address(request))
 
 
 def _period_seconds(rate: str) -> int:
@@ -68,7 +131,7 @@ def count_request(request: HttpRequest, scope: str, value: str, rate: str) -> Us
 
 def tier_rate(tier: str) -> str:
     default = "120/minute" if tier == "authenticated" else "30/minute"
-    return app_settings.RATE_LIMITS.get(tier, {}).get("requests", default)
+    return app_settings.RATE_LIMITS.get(tier, {}).get("requests") or default
 
 
 def count_ip(request: HttpRequest) -> Usage:
@@ -108,6 +171,19 @@ def count_key(request: HttpRequest, key_id: str) -> Usage:
     return count_request(request, "key", key_id, tier_rate("authenticated"))
 
 
+def count_agent(request: HttpRequest, requesting_agent: str) -> Usage | None:
+    """An anonymous request's count per ``requesting_agent`` name *and client network* (None: no such limit).
+
+    The name is an unverified hint (AHP §8.1): counted across senders, anyone could exhaust a named agent's
+    quota by sending its name, so it only splits one sender's own traffic (§11.3 lets a site add this scope).
+    Requests with an API key are never counted by name: the key is who they are.
+    """
+    rate = app_settings.AGENT_RATE_LIMIT
+    if not rate:
+        return None
+    return count_request(request, "agent", f"{client_ip(request)} {requesting_agent}", rate)
+
+
 def most_constrained(usages: list[Usage]) -> Usage:
     exceeded = [usage for usage in usages if usage.exceeded]
     if exceeded:
@@ -125,8 +201,10 @@ def add_headers(response: HttpResponseBase, usage: Usage) -> HttpResponseBase:
     return response
 
 
-def session_budget() -> int:
-    budget = app_settings.RATE_LIMITS.get("unauthenticated", {}).get("token_budget", "")
+def session_budget(tier: str) -> int:
+    """The tokens one session of ``tier`` ("unauthenticated": anonymous, "authenticated": started with an API
+    key) may spend, as RATE_LIMITS publishes it in the manifest (0: no budget)."""
+    budget = app_settings.RATE_LIMITS.get(tier, {}).get("token_budget")
     return int(budget.split("/", 1)[0]) if budget else 0
 
 

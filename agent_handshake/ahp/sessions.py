@@ -1,4 +1,4 @@
-"""Converse sessions (AHP §6.5): lookup with expiry, turn limits, and rewriting follow-up questions.
+"""Converse sessions (AHP §6.5): lookup with expiry and ownership, and rewriting follow-up questions.
 
 A follow-up such as "and the second one?" or "how much is it?" means little on its own; before retrieval it is
 rewritten into a standalone query from the previous turn (its query and the sources it cited). The rules are
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import datetime
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from django.utils import timezone
 
 from ..conf import app_settings
-from ..models import ConverseSession
+from ..models import ApiKey, ConverseSession
+from .ratelimit import network_of
 
 
 class SessionError(Exception):
@@ -25,17 +27,41 @@ class SessionError(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class Owner:
+    """Who is asking: the API key of an authenticated request, else the client's address.
+
+    A session belongs to whoever started it: the key, or for an anonymous session the client's network
+    (:func:`~.ratelimit.network_of`). A key never continues an anonymous session, nor the reverse.
+    """
+
+    api_key: ApiKey | None
+    address: str | None
+
+    def owns(self, session: ConverseSession) -> bool:
+        if self.api_key is not None or session.api_key_id is not None:
+            return self.api_key is not None and session.api_key_id == self.api_key.pk
+        return network_of(session.client_ip) == network_of(self.address)
+
+
 def idle_timeout() -> datetime.timedelta:
     return datetime.timedelta(seconds=app_settings.SESSION_IDLE_SECONDS)
 
 
-def load_session(session_id: str) -> ConverseSession:
-    """The live session ``session_id``; :class:`SessionError` if it is unknown, expired or full."""
-    session = ConverseSession.objects.select_for_update().filter(pk=session_id).first()
-    if session is None:
-        raise SessionError(
-            404, f"Unknown session {session_id!r}. Start a new one with session_id null.", "unknown_session"
-        )
+def unknown_session(session_id: str) -> SessionError:
+    return SessionError(
+        404, f"Unknown session {session_id!r}. Start a new one with session_id null.", "unknown_session"
+    )
+
+
+def load_session(session_id: str, owner: Owner, *, lock: bool = False) -> ConverseSession:
+    """The live session ``session_id`` of ``owner`` (row-locked with ``lock``, inside a transaction);
+    :class:`SessionError` if it is unknown, expired or someone else's (404, as if unknown: nothing tells a
+    stranger that the session exists)."""
+    sessions = ConverseSession.objects.select_for_update() if lock else ConverseSession.objects
+    session = sessions.filter(pk=session_id).first()
+    if session is None or not owner.owns(session):
+        raise unknown_session(session_id)
     if timezone.now() - session.last_active_at > idle_timeout():
         session.delete()
         raise SessionError(
@@ -47,11 +73,12 @@ def load_session(session_id: str) -> ConverseSession:
     return session
 
 
-def new_session(capability: str, requesting_agent: str, client_ip: str | None) -> ConverseSession:
+def new_session(capability: str, requesting_agent: str, owner: Owner) -> ConverseSession:
     return ConverseSession(
         capability=capability,
         requesting_agent=requesting_agent[:128],
-        client_ip=client_ip,
+        client_ip=owner.address,
+        api_key=owner.api_key,
         last_active_at=timezone.now(),
     )
 

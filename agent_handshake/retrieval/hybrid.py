@@ -67,6 +67,8 @@ class PassageHit:
     score: float
     vector_rank: int | None = None
     text_rank: int | None = None
+    #: Cosine similarity of the passage's embedding to the query's (None: not among the vector candidates).
+    similarity: float | None = None
 
 
 @dataclass
@@ -80,6 +82,11 @@ class DocumentHit:
     ahp_content_type: str
     score: float
     passages: list[PassageHit] = field(default_factory=list)
+
+    @property
+    def similarity(self) -> float | None:
+        """The best cosine similarity of its passages to the query (None: none was a vector candidate)."""
+        return max((p.similarity for p in self.passages if p.similarity is not None), default=None)
 
 
 class HybridRetriever:
@@ -98,9 +105,16 @@ class HybridRetriever:
         self.vector_weight = app_settings.VECTOR_WEIGHT if vector_weight is None else vector_weight
         self.text_weight = app_settings.TEXT_WEIGHT if text_weight is None else text_weight
 
+    @property
+    def relevance_floor(self) -> float:
+        """``RELEVANCE_FLOOR``, or the embedding model's measured floor when that is None (0: no floor)."""
+        floor = app_settings.RELEVANCE_FLOOR
+        return float(self.backend.relevance_floor or 0.0) if floor is None else float(floor)
+
     # Candidate lists
 
-    def vector_candidates(self, query_vector: np.ndarray, filters: Filters, limit: int) -> list[int]:
+    def vector_candidates(self, query_vector: np.ndarray, filters: Filters, limit: int) -> list[tuple[int, float]]:
+        """The nearest passages as (passage id, cosine similarity to the query), nearest first."""
         index = current_index(self.backend, create=False)
         if index is None:
             return []
@@ -108,6 +122,7 @@ class HybridRetriever:
         where, params = filters.sql()
         table = Passage._meta.db_table
         literal = "[" + ",".join(f"{x:.7g}" for x in query_vector.tolist()) + "]"
+        distance = f"embedding::vector({dims}) <=> %s::vector({dims})"
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(limit, app_settings.HNSW_EF_SEARCH)])
             if filters:
@@ -115,11 +130,11 @@ class HybridRetriever:
                 cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             cursor.execute(
                 # The literal dimension lets the planner match the partial HNSW index (see index.py).
-                f"SELECT id FROM {table} WHERE vector_dims(embedding) = {dims}{where} "
-                f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s",
-                [*params, literal, limit],
+                f"SELECT id, {distance} FROM {table} WHERE vector_dims(embedding) = {dims}{where} "
+                f"ORDER BY {distance} LIMIT %s",
+                [literal, *params, literal, limit],
             )
-            return [row[0] for row in cursor.fetchall()]
+            return [(row[0], 1.0 - row[1]) for row in cursor.fetchall()]
 
     def query_terms(self, query: str) -> list[QueryTerm]:
         """The query's lexemes with their document frequencies and IDF weights (BM25's), rarest first; very
@@ -243,19 +258,20 @@ class HybridRetriever:
             raise ValueError(f"mode must be one of {MODES}")
         filters = filters or Filters()
         depth = max(self.candidates, limit)
-        vector_ids: list[int] = []
+        nearest: list[tuple[int, float]] = []
         text_ids: list[int] = []
         if mode in ("hybrid", "vector"):
             if query_vector is None:
                 query_vector = self.backend.embed_query(query)
-            vector_ids = self.vector_candidates(query_vector, filters, depth)
+            nearest = self.vector_candidates(query_vector, filters, depth)
         if mode in ("hybrid", "text"):
             text_ids = self.text_candidates(query, filters, depth)
-        fused = self.fuse(vector_ids, text_ids)[:limit]
+        similarities = dict(nearest)
+        fused = self.fuse([pid for pid, _ in nearest], text_ids)[:limit]
         passages = Passage.objects.select_related("document").defer("embedding", "search_vector", "document__markdown")
         by_id = passages.in_bulk([pid for pid, *_ in fused])
         return [
-            PassageHit(by_id[pid], score, vector_rank, text_rank)
+            PassageHit(by_id[pid], score, vector_rank, text_rank, similarities.get(pid))
             for pid, score, vector_rank, text_rank in fused
             if pid in by_id
         ]

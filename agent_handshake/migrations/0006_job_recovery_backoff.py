@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_handshake', '0004_mode3_jobs_and_keys'),
+        ('agent_handshake', '0005_session_owner'),
     ]
 
     operations = [

@@ -1,0 +1,91 @@
+"""Health checks for load balancers and orchestrators: can this node serve agents?
+
+They are `django-health-check <https://github.com/codingjoe/django-health-check>`_ 4 checks (the ``health``
+extra), served by its ``HealthCheckView`` with whatever other checks the site runs::
+
+    path("health/", HealthCheckView.as_view(checks=agent_handshake.health.CHECKS))
+
+Each raises ``ServiceUnavailable`` with a short message; the cause goes to the ``health_check`` logger, not
+into the response.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.db import connections
+from django.db.utils import DatabaseError
+
+try:
+    from health_check.base import HealthCheck
+    from health_check.checks import Database
+    from health_check.exceptions import ServiceUnavailable
+except ImportError as exc:  # pragma: no cover - exercised only without the extra installed
+    raise ImportError(
+        "agent_handshake.health needs django-health-check 4: pip install 'django-agent-handshake[health]'"
+    ) from exc
+
+__all__ = ["CHECKS", "Embeddings", "IndexingBroker", "VectorDatabase"]
+
+
+@dataclasses.dataclass
+class VectorDatabase(Database):
+    """The database answers and has the ``vector`` extension installed (the passages' embeddings need it)."""
+
+    def run(self) -> None:
+        super().run()
+        connection = connections[self.alias]
+        try:
+            with connection.temporary_connection() as cursor:
+                cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                row = cursor.fetchone()
+        except DatabaseError as exc:
+            raise ServiceUnavailable("Could not read the database's extensions") from exc
+        if row is None:
+            raise ServiceUnavailable("The vector extension is not installed (run migrate)")
+
+
+@dataclasses.dataclass
+class Embeddings(HealthCheck):
+    """The configured embedding backend embeds a text: the model is loaded, or the embedding server answers.
+
+    It calls the backend itself, not its cache, so an embedding server that went away is seen at once.
+    """
+
+    def run(self) -> None:
+        from .retrieval.embeddings import EmbeddingUnavailable, get_embedding_backend
+
+        try:
+            backend = get_embedding_backend()
+            vectors = backend.compute(["health check"])
+        except (EmbeddingUnavailable, ImportError, OSError) as exc:
+            raise ServiceUnavailable("The embedding backend cannot embed") from exc
+        if vectors.shape[0] != 1 or not vectors.any():
+            raise ServiceUnavailable("The embedding backend returned no vector")
+
+
+@dataclasses.dataclass
+class IndexingBroker(HealthCheck):
+    """When saves queue their indexing to Celery (``INDEX_ON_SAVE``), its broker accepts a connection.
+
+    Healthy without anything to check when indexing is not queued. It does not see whether a worker consumes
+    the queue: add django-health-check's ``health_check.contrib.celery.Ping`` for that.
+    """
+
+    def run(self) -> None:
+        from celery import current_app
+
+        from .signal_handlers import index_on_save_mode
+
+        if index_on_save_mode() != "celery":
+            return
+        seconds = self.timeout.total_seconds()
+        try:
+            with current_app.connection_for_write(connect_timeout=seconds) as connection:
+                connection.ensure_connection(max_retries=1, timeout=seconds)
+        except Exception as exc:  # kombu and each transport's client raise their own errors
+            raise ServiceUnavailable("The Celery broker that indexing uses cannot be reached") from exc
+
+
+#: Every check of this module, for ``HealthCheckView.as_view(checks=...)``.
+CHECKS: tuple[type[HealthCheck], ...] = (VectorDatabase, Embeddings, IndexingBroker)

@@ -1,0 +1,204 @@
+"""What answers may be made of (issue 9 §3, §4, the relevance floor of §1), through POST /agent/converse on the
+demo content: the ``ai_input`` content signal, content's markup and links, and questions the site has nothing on."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.test import override_settings
+
+from agent_handshake.ahp.answers import clean_untrusted
+from agent_handshake.models import ContentSignalOverride, Document, Passage, SiteProfile
+from demo_site.blog.models import Post
+from demo_site.pages.models import Page
+from tests.test_converse import ask, assert_valid_response, llm_settings
+
+pytestmark = pytest.mark.django_db
+
+TEAPOT = "How do I season a Yixing teapot?"
+
+
+@pytest.fixture
+def signals(django_capture_on_commit_callbacks):
+    """Set the site-wide ``ai_input`` and per-model overrides as an editor would (saved, committed)."""
+
+    def set_signals(ai_input: bool = True, **per_model: bool | None) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            profile = SiteProfile.load()
+            profile.name, profile.ai_input = "Lantern & Kettle", ai_input
+            profile.save()
+            for model, value in per_model.items():
+                content_type = ContentType.objects.get_by_natural_key(*model.split("."))
+                ContentSignalOverride.objects.update_or_create(
+                    content_type=content_type, defaults={"profile": profile, "ai_input": value}
+                )
+
+    return set_signals
+
+
+def passages_of(model) -> list[str]:
+    content_type = ContentType.objects.get_for_model(model)
+    return list(Passage.objects.filter(document__content_type=content_type).values_list("text", flat=True))
+
+
+def urls_of(model) -> set[str]:
+    documents = Document.objects.filter(content_type=ContentType.objects.get_for_model(model))
+    return set(documents.values_list("url", flat=True))
+
+
+def assert_quotes_none_of(answer: str, texts: list[str]) -> None:
+    """No sentence of ``texts`` (six words or more) appears in ``answer``."""
+    flat = " ".join(answer.split())
+    for text in texts:
+        for sentence in text.replace("\n", " ").split(". "):
+            if len(sentence.split()) >= 6:
+                assert " ".join(sentence.split()) not in flat, sentence
+
+
+# ai_input (§3)
+
+
+def test_site_wide_ai_input_off_keeps_every_object_out_of_answers(client, demo_content, signals, ahp_schemas):
+    response, before = ask(client, TEAPOT)
+    assert before["response"]["sources"], before  # the content answers it while ai_input is on
+    signals(ai_input=False)
+    response, body = ask(client, TEAPOT)
+    assert response.status_code == 200
+    assert_valid_response(body, ahp_schemas)
+    assert body["status"] == "success"
+    assert body["response"]["sources"] == []
+    assert body["response"]["answer"] == (
+        "Lantern & Kettle does not allow its content to be used in answers (content signal ai_input)."
+    )
+    assert body["meta"]["content_signals"]["ai_input"] is False
+    assert_quotes_none_of(body["response"]["answer"], passages_of(Post))
+    _, feed = ask(client, "oolong", context={"accept_types": ["application/feed"]})
+    assert feed["response"]["payload"]["items"] == []
+
+    # A model the editor lets back in is used, and only that model.
+    signals(ai_input=False, **{"pages.page": True})
+    _, body = ask(client, "What is your return policy?")
+    assert body["response"]["sources"]
+    assert {source["url"] for source in body["response"]["sources"]} <= urls_of(Page)
+
+
+def test_per_model_ai_input_off_keeps_that_model_out_of_extractive_answers(client, demo_content, signals):
+    signals(ai_input=True, **{"blog.post": False})
+    for question in (TEAPOT, "What is hojicha?", "Tell me about the Boston Tea Party"):
+        _, body = ask(client, question)
+        assert body["status"] == "success"
+        assert not {source["url"] for source in body["response"]["sources"]} & urls_of(Post), question
+        assert_quotes_none_of(body["response"]["answer"], passages_of(Post))
+    # Scoped to the excluded model alone (get_<model> capabilities, section filters): nothing, honestly said.
+    _, body = ask(client, TEAPOT, context={"filters": {"sections": ["blog"]}})
+    assert body["response"]["sources"] == []
+
+
+def test_per_model_ai_input_off_never_reaches_the_model_prompt(client, demo_content, signals, fake_openai):
+    signals(ai_input=True, **{"blog.post": False})
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        _, body = ask(client, TEAPOT)
+    assert body["status"] == "success"
+    prompt = fake_openai.chat_requests()[-1]["messages"][1]["content"]
+    assert "<source id=" in prompt  # other content (the shop's teapots, the video) still answers
+    for url in urls_of(Post):
+        assert f'url="{url}"' not in prompt
+    for text in passages_of(Post):
+        assert clean_untrusted(text)[:200] not in prompt
+    assert not {source["url"] for source in body["response"]["sources"]} & urls_of(Post)
+
+
+def test_site_wide_ai_input_off_sends_nothing_to_the_model(client, demo_content, signals, fake_openai):
+    signals(ai_input=False)
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        _, body = ask(client, TEAPOT)
+    assert body["status"] == "success"
+    assert body["response"]["sources"] == []
+    assert fake_openai.chat_requests() == []
+
+
+# Content is untrusted where it is re-emitted (§4)
+
+HOSTILE = (
+    "Descaling a kettle with citric acid. <script>document.location='https://evil.example/steal'</script>"
+    'Dissolve two spoons of citric acid in a full kettle of water <img src=x onerror="alert(1)"> and boil it '
+    "once. See [our descaling guide](/articles/descale-guide/) or [a better guide](https://evil.example/descale) "
+    "and claim free tea at https://evil.example/free-tea today. Rinse the kettle with citric acid residue "
+    '<a href="https://evil.example/x" onclick="alert(2)">twice</a> before you use it again.'
+)
+
+
+def test_extractive_answers_carry_no_markup_and_only_the_sites_links(client, demo_content, publish):
+    from tests.testapp.models import Article
+
+    publish(Article, title="Descaling a kettle", slug="descale", body=HOSTILE)
+    _, body = ask(client, "How do I descale a kettle with citric acid?", context={"max_tokens": 400})
+    assert body["response"]["sources"][0]["url"] == "/articles/descale/"
+    answer = body["response"]["answer"]
+    assert "citric acid" in answer
+    for markup in ("<script", "<img", "onerror", "<a ", "onclick", "document.location"):
+        assert markup not in answer, answer
+    assert "evil.example" not in answer
+    assert "[our descaling guide](/articles/descale-guide/)" in answer  # the site's own link stays
+    assert body["meta"]["guardrail"] == "links_removed"
+
+
+def test_generated_answers_get_the_same_cleaning(client, demo_content, publish, fake_openai):
+    from tests.testapp.models import Article
+
+    publish(Article, title="Descaling a kettle", slug="descale", body=HOSTILE)
+    fake_openai.reply = lambda request: (
+        "Boil citric acid in the kettle [1].<img src=x onerror=alert(1)> Guide: [here](https://evil.example/descale)"
+        ", or [ours](/articles/descale-guide/)."
+    )
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        _, body = ask(client, "How do I descale a kettle with citric acid?")
+    answer = body["response"]["answer"]
+    assert answer == "Boil citric acid in the kettle [1]. Guide: here, or [ours](/articles/descale-guide/)."
+    assert body["meta"]["guardrail"] == "links_removed"
+
+
+# The relevance floor (§1)
+
+ON_TOPIC = [
+    "How hot should the water be for gyokuro?",
+    "Do you ship internationally?",
+    "What is the difference between sheng and shou pu-erh?",
+    "How do I care for a cast iron kettle?",
+    "Can I take a tea class?",
+    "gaiwan",
+]
+OFF_TOPIC = [
+    "What is the capital of France?",
+    "Who won the 2018 football world cup?",
+    "How do I fix a flat bicycle tire?",
+    "How do I bake sourdough bread?",
+    "What is the GDP of Germany?",
+    "How many moons does Jupiter have?",
+]
+
+
+@pytest.mark.parametrize("question", ON_TOPIC)
+def test_on_topic_questions_are_answered(client, demo_content, ahp_schemas, question):
+    _, body = ask(client, question, context={"accept_types": ["text/answer"]}, clarification="everything")
+    assert_valid_response(body, ahp_schemas)
+    assert body["status"] == "success"
+    assert body["response"]["sources"][0]["relevance"] == "direct"
+    assert "has nothing" not in body["response"]["answer"]
+
+
+@pytest.mark.parametrize("question", OFF_TOPIC)
+def test_off_topic_questions_are_refused_honestly(client, demo_content, ahp_schemas, question):
+    response, body = ask(client, question)
+    assert response.status_code == 200
+    assert_valid_response(body, ahp_schemas)
+    assert body["status"] == "success"
+    assert body["response"]["sources"] == []
+    assert body["response"]["answer"] == "Test Site has nothing that answers this question."
+
+
+def test_the_floor_is_a_setting(client, demo_content):
+    with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "sync", "RELEVANCE_FLOOR": 0}):
+        _, body = ask(client, "What is the capital of France?")
+    assert body["response"]["sources"]  # without a floor the best of the unrelated is still "direct"
+    assert body["response"]["sources"][0]["relevance"] == "direct"

@@ -1,0 +1,110 @@
+"""The health endpoint: django-health-check's view with agent_handshake.health's checks, over real HTTP answers
+from the embedding server and the broker (or their closed ports)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.health_urls")]
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK_NAMES = ("VectorDatabase(alias='default')", "Embeddings()", "IndexingBroker()")
+
+
+def health(client) -> tuple[int, dict[str, str]]:
+    response = client.get("/health/", headers={"accept": "application/json"})
+    assert response["Content-Type"] == "application/json"
+    assert "no-cache" in response["Cache-Control"]
+    return response.status_code, response.json()
+
+
+def test_healthy_node(client):
+    status, body = health(client)
+    assert (status, body) == (200, dict.fromkeys(CHECK_NAMES, "OK"))
+
+
+def test_embedding_server_unreachable(client, closed_port):
+    embeddings = {
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {"base_url": f"http://127.0.0.1:{closed_port}/v1", "max_retries": 0, "timeout": 2},
+    }
+    with override_settings(AGENT_HANDSHAKE=embeddings):
+        status, body = health(client)
+    assert status == 500
+    assert body["Embeddings()"] == "Unavailable: The embedding backend cannot embed"
+    assert body["VectorDatabase(alias='default')"] == body["IndexingBroker()"] == "OK"
+    assert str(closed_port) not in str(body)  # the cause is logged, not published
+
+
+def test_embedding_server_answering(client, fake_openai):
+    embeddings = {
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {"base_url": fake_openai.base_url, "max_retries": 0},
+    }
+    with override_settings(AGENT_HANDSHAKE=embeddings):
+        status, body = health(client)
+    assert (status, body["Embeddings()"]) == (200, "OK")
+
+
+def test_celery_indexing_with_an_unreachable_broker(client, celery_app, closed_port):
+    celery_app(broker_url=f"amqp://guest:guest@127.0.0.1:{closed_port}//")
+    with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "celery"}):
+        status, body = health(client)
+    assert status == 500
+    assert body["IndexingBroker()"] == "Unavailable: The Celery broker that indexing uses cannot be reached"
+
+
+def test_celery_indexing_with_a_reachable_broker(client, celery_app, tmp_path):
+    celery_app(
+        broker_url="filesystem://",
+        broker_transport_options={"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path)},
+    )
+    with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "auto"}):
+        status, body = health(client)
+    assert (status, body["IndexingBroker()"]) == (200, "OK")
+
+
+HEALTH_IN_A_PROCESS = """
+import json
+import django
+
+django.setup()
+from django.conf import settings
+from django.test import Client, override_settings
+
+# As the README advises: probes get no discovery headers, so the middleware never reads the database for them.
+exempt = {**settings.AGENT_HANDSHAKE, "EXEMPT_PATHS": [r"^/health/"]}
+with override_settings(ROOT_URLCONF="tests.health_urls", AGENT_HANDSHAKE=exempt):
+    response = Client().get("/health/", headers={"accept": "application/json"})
+print(json.dumps({"status": response.status_code, "body": response.json()}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(databases=[])
+def test_database_without_the_vector_extension(database_without_pgvector, tmp_path):
+    """The machine's PostgreSQL 15 answers but has no pgvector: the node cannot serve agents."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": database_without_pgvector,
+        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", HEALTH_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == 500
+    assert (
+        result["body"]["VectorDatabase(alias='default')"]
+        == "Unavailable: The vector extension is not installed (run migrate)"
+    )
+    assert result["body"]["Embeddings()"] == result["body"]["IndexingBroker()"] == "OK"
