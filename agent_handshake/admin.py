@@ -5,9 +5,11 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.contenttypes.models import ContentType
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 
 from .models import AgentClient, ApiKey, ContentSignalOverride, DeskRequest, Document, Job, SiteProfile
 from .registry import capability_registry, content_registry
@@ -150,10 +152,24 @@ class ApiKeyAdmin(admin.ModelAdmin):
             obj.client, name=obj.name, scopes=list(obj.scopes or []), expires_at=obj.expires_at
         )
         obj.pk, obj.key_id = key.pk, key.key_id
-        messages.warning(
-            request,
-            f"The secret of {key}: {secret} — copy it now; it is not stored and cannot be shown again.",
-        )
+        obj._issued_secret = secret  # for response_add, in this request only
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+        """Show the new key's secret on the response to the form, once: never in ``messages`` (kept in the
+        session or a cookie), the session, a log or a redirect URL. The page is not cached."""
+        secret = getattr(obj, "_issued_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "key": ApiKey.objects.select_related("client").get(pk=obj.pk),
+            "secret": secret,
+            "title": "API key issued",
+        }
+        response = TemplateResponse(request, "admin/agent_handshake/apikey/issued.html", context)
+        add_never_cache_headers(response)  # no-store: not kept by the browser either
+        return response
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: Any) -> None:

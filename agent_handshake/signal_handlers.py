@@ -94,24 +94,71 @@ def object_deleted(sender: type[Model], instance: Model, **kwargs: Any) -> None:
     _sync_on_commit(instance)
 
 
-def relations_changed(sender: type[Model], instance: Model, action: str, **kwargs: Any) -> None:
+def relations_changed(
+    sender: type[Model],
+    instance: Model,
+    action: str,
+    reverse: bool,
+    model: type[Model],
+    pk_set: set[Any] | None,
+    **kwargs: Any,
+) -> None:
+    """Re-index the registered objects on either side of a many-to-many change.
+
+    ``post.tags.add(tag)`` changes ``instance`` (the post); ``tag.posts.add(post)`` changes the objects of
+    ``model`` in ``pk_set`` (the posts). ``clear()`` sends no ``pk_set``: the linked objects are read before the
+    rows go (Django runs add, remove and clear in a transaction, so the work still happens after the commit).
+    """
     if action in ("post_add", "post_remove", "post_clear") and content_registry.is_registered(type(instance)):
         _sync_on_commit(instance)
+    if not content_registry.is_registered(model):
+        return
+    if action in ("post_add", "post_remove") and pk_set:
+        related = model._default_manager.filter(pk__in=pk_set)
+    elif action == "pre_clear":
+        related = _linked(sender, instance, reverse, model)
+    else:
+        return
+    for obj in related:
+        _sync_on_commit(obj)
+
+
+def _linked(through: type[Model], instance: Model, reverse: bool, model: type[Model]):
+    """The objects of ``model`` linked to ``instance`` by the many-to-many relation stored in ``through``."""
+    owner = model if reverse else type(instance)  # the model that declares the ManyToManyField
+    field = next(field for field in owner._meta.many_to_many if field.remote_field.through is through)
+    if reverse:
+        return model._default_manager.filter(**{field.name: instance.pk})
+    return getattr(instance, field.name).all()
 
 
 def settings_saved(sender: type[Model], **kwargs: Any) -> None:
     transaction.on_commit(state.invalidate)
 
 
+def record_written(sender: type[Model], created: bool, raw: bool = False, **kwargs: Any) -> None:
+    """A new idempotency record or accepted signature: purge expired ones after the commit (see jobs.py)."""
+    if created and not raw:
+        from .jobs import purge_after_write
+
+        transaction.on_commit(partial(purge_after_write, sender))
+
+
 def connect() -> None:
-    from .models import ContentSignalOverride, SiteProfile
+    from .models import ContentSignalOverride, IdempotencyRecord, SeenSignature, SiteProfile
 
     for model in content_registry.models():
         uid = f"agent_handshake:{model._meta.label_lower}"
         post_save.connect(object_saved, sender=model, dispatch_uid=uid)
         post_delete.connect(object_deleted, sender=model, dispatch_uid=uid)
-        for m2m in model._meta.many_to_many:
-            m2m_changed.connect(relations_changed, sender=m2m.remote_field.through, dispatch_uid=uid)
+        # Both sides: the model's own many-to-many fields and those of other models that point at it.
+        throughs = [field.remote_field.through for field in model._meta.many_to_many]
+        throughs += [rel.through for rel in model._meta.related_objects if rel.many_to_many]
+        for through in throughs:
+            # One receiver per relation, even when both of its models are registered.
+            m2m_changed.connect(relations_changed, sender=through, dispatch_uid="agent_handshake:m2m")
     for model in (SiteProfile, ContentSignalOverride):
         post_save.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
         post_delete.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
+    for model in (IdempotencyRecord, SeenSignature):
+        post_save.connect(record_written, sender=model, dispatch_uid="agent_handshake:purge")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.contenttypes.models import ContentType
+from django.contrib.messages import get_messages
 
-from agent_handshake.models import ContentSignalOverride, Document, SiteProfile
+from agent_handshake.models import AgentClient, ApiKey, ContentSignalOverride, Document, SiteProfile
 from demo_site.shop.models import Order
 from tests.testapp.models import Article
 
@@ -134,3 +138,29 @@ def test_jobs_are_read_only_in_the_admin(admin_client):
     job.refresh_from_db()
     assert job.capability == "compile_report"
     assert admin_client.get("/admin/agent_handshake/job/add/").status_code == 403
+
+
+def test_a_new_api_keys_secret_is_shown_once_and_stored_nowhere(admin_client):
+    agent = AgentClient.objects.create(name="Crawler Co")
+    response = admin_client.post(
+        "/admin/agent_handshake/apikey/add/", {"client": agent.pk, "name": "production", "scopes": ["*"]}
+    )
+    assert response.status_code == 200
+    key = ApiKey.objects.get()
+    secret = response.context["secret"]
+    assert key.secret() == secret  # the real secret ...
+    assert secret in response.content.decode()  # ... on the response page
+    assert "no-store" in response["Cache-Control"]
+
+    # Stored nowhere: not in the session, a cookie, or the message storage.
+    assert secret not in json.dumps(dict(admin_client.session.items()), default=str)
+    assert all(secret not in morsel.value for morsel in admin_client.cookies.values())
+    assert all(secret not in str(message) for message in get_messages(response.wsgi_request))
+    assert all(secret not in morsel.value for morsel in response.cookies.values())
+    assert LogEntry.objects.count() == 1  # the admin's history of the addition, without the secret
+    assert secret not in json.dumps(list(LogEntry.objects.values()), default=str)
+    # And not on the next page.
+    for url in ("/admin/agent_handshake/apikey/", f"/admin/agent_handshake/apikey/{key.pk}/change/"):
+        following = admin_client.get(url)
+        assert following.status_code == 200
+        assert secret not in following.content.decode()

@@ -128,16 +128,37 @@ def test_feed_payload(client, demo):
 
 
 def test_video_payload_and_fallback(client, demo):
-    video = Video.objects.get(slug__contains="matcha")
-    _, body = ask(client, video.title, capability="get_video", context={"accept_types": ["media/video"]})
-    payload = body["response"]["payload"]
-    assert body["meta"]["content_type"] == "media/video"
-    assert payload["stream_url"] == video.stream_url
-    assert payload["duration_seconds"] == video.duration_seconds
-    assert payload["chapters"] == video.chapters
-    assert payload["subtitles"] == video.subtitles
-    assert payload["title"] == video.title
-    assert body["response"]["answer"]
+    """The Appendix C ``media/video`` payload of one demo video, field by field, as fixed figures from its fixture
+    (demo_site/videos/fixtures/demo.json); ``format`` is derived from the ``.m3u8`` stream URL."""
+    video = Video.objects.get(slug="how-to-whisk-matcha")
+    _, body = ask(
+        client, "How to whisk matcha, step by step", capability="get_video", context={"accept_types": ["media/video"]}
+    )
+    assert body["meta"]["content_type"] == body["response"]["content_type"] == "media/video"
+    base = "https://media.lanternkettle.example/videos/how-to-whisk-matcha"
+    assert body["response"]["payload"] == {
+        "stream_url": f"{base}/master.m3u8",
+        "format": "hls",
+        "duration_seconds": 462,
+        "width": 1920,
+        "height": 1080,
+        "thumbnail_url": f"{base}/thumb.jpg",
+        "title": "How to Whisk Matcha (Usucha) Step by Step",
+        "description": "8 min video. Tomás Ferreira shows how to make a smooth, foamy bowl of thin matcha (*usucha*) "
+        "with no lumps.",
+        "published_at": "2024-07-12T17:00:00Z",
+        "subtitles": [{"lang": "en", "url": f"{base}/en.vtt"}, {"lang": "ja", "url": f"{base}/ja.vtt"}],
+        "chapters": [
+            {"title": "Introduction", "start_seconds": 0},
+            {"title": "What you need", "start_seconds": 35},
+            {"title": "Soaking the chasen", "start_seconds": 88},
+            {"title": "Sifting the matcha", "start_seconds": 140},
+            {"title": "Making a paste", "start_seconds": 205},
+            {"title": "Whisking the foam", "start_seconds": 268},
+            {"title": "Bonus: koicha", "start_seconds": 380},
+        ],
+    }
+    assert "whisk" in body["response"]["answer"].lower()
 
     # An agent that cannot play video gets text, told what it missed (§6.6 fallback).
     _, body = ask(client, video.title, capability="get_video", context={"accept_types": ["application/feed"]})

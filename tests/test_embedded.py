@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 from django.db import connection
 
-from agent_handshake.embedded import database_config
+from agent_handshake.embedded import database_config, exit_normally_on_stop_signals
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.django_db
@@ -33,9 +45,6 @@ def test_database_url_wins_over_the_embedded_server(tmp_path):
 def test_processes_that_died_are_forgotten(tmp_path):
     """A killed process must not keep the embedded server running for good (see embedded.py)."""
     import json
-    import os
-    import subprocess
-    import sys
 
     from agent_handshake.embedded import _forget_dead_processes
 
@@ -45,3 +54,132 @@ def test_processes_that_died_are_forgotten(tmp_path):
     handles.write_text(json.dumps([dead.pid, os.getpid()]))
     _forget_dead_processes(tmp_path)
     assert json.loads(handles.read_text()) == [os.getpid()]
+
+
+# --- every normal way of stopping a process stops the embedded server it started ----------------------------------
+
+USES_THE_SERVER = """
+import sys, time
+from agent_handshake.embedded import database_settings
+database_settings(sys.argv[1], name="stopping")
+print("ready", flush=True)
+if sys.argv[2] == "wait":
+    time.sleep(120)
+"""
+
+
+def postmaster_pid(data_dir) -> int | None:
+    pid_file = Path(data_dir) / "postmaster.pid"
+    return int(pid_file.read_text().splitlines()[0]) if pid_file.exists() else None
+
+
+def assert_server_stops(data_dir, postmaster: int, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while postmaster_pid(data_dir) is not None or psutil.pid_exists(postmaster):
+        assert time.monotonic() < deadline, f"the embedded server (pid {postmaster}) still runs"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def server_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("embedded") / "pgdata"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP", "SIGINT", "exit"])
+def test_a_process_stopped_any_normal_way_stops_the_server(server_dir, how):
+    process = subprocess.Popen(
+        [sys.executable, "-c", USES_THE_SERVER, str(server_dir), "exit" if how == "exit" else "wait"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout.readline().strip() == "ready", process.stderr.read()
+        postmaster = postmaster_pid(server_dir)
+        assert postmaster is not None
+        if how != "exit":
+            process.send_signal(getattr(signal, how))
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert_server_stops(server_dir, postmaster)
+
+
+def test_a_program_that_handles_sigterm_keeps_its_handler():
+    def own(signum, frame):
+        pass
+
+    saved = signal.signal(signal.SIGTERM, own)
+    try:
+        exit_normally_on_stop_signals()
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+
+
+@pytest.fixture(scope="module")
+def demo_env(tmp_path_factory):
+    """The demo's settings on a migrated database of their own (``demo_serve`` reads its API key at start)."""
+    tmp_path = tmp_path_factory.mktemp("demo")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "demo_site.settings",
+        "AGENT_HANDSHAKE_PGDATA": str(tmp_path / "pgdata"),
+        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path / "queue"),
+    }
+    env.pop("DATABASE_URL", None)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300
+    )
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGHUP to demo_serve", "SIGTERM to the process group"])
+def test_stopping_the_demo_stops_its_children_and_the_server(demo_env, how):
+    """``make demo`` closed with its terminal (SIGHUP), or stopped as ``docker stop``/systemd do (SIGTERM to the
+    process group): runserver, the Celery worker and the embedded PostgreSQL all stop."""
+    data_dir = demo_env["AGENT_HANDSHAKE_PGDATA"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo_serve", "--port", str(port)],
+        cwd=ROOT,
+        env=demo_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert time.monotonic() < deadline, "the demo did not start"
+            assert demo.poll() is None, "the demo exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        children = psutil.Process(demo.pid).children(recursive=True)
+        postmaster = postmaster_pid(data_dir)
+        assert postmaster is not None
+        if how.startswith("SIGHUP"):
+            demo.send_signal(signal.SIGHUP)
+        else:
+            os.killpg(demo.pid, signal.SIGTERM)
+        demo.wait(60)
+        _, alive = psutil.wait_procs(children, timeout=30)
+        assert alive == []
+        assert_server_stops(data_dir, postmaster)
+    finally:
+        # Leave nothing behind, even when the test fails: the demo's group, then the server.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(demo.pid, signal.SIGKILL)
+        leftover = postmaster_pid(data_dir)
+        if leftover is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(leftover, signal.SIGINT)

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import transaction
 
 from agent_handshake import signals
-from agent_handshake.models import Document
+from agent_handshake.models import Document, EmbeddingIndex, LexemeStat, Passage
 from demo_site.blog.models import Author, Post, Tag
 from tests.testapp.models import Article
 
@@ -54,6 +54,41 @@ def test_m2m_changes_reindex_the_object(publish, django_capture_on_commit_callba
     with django_capture_on_commit_callbacks(execute=True):
         post.tags.add(tag)
     assert "Tags: Oolong" in documents_of(Post).get().markdown
+
+
+def test_m2m_changes_from_the_other_side_reindex_the_objects(publish, django_capture_on_commit_callbacks):
+    # The relation is declared on Post; here it is changed from Tag's side (reverse=True, pk_set holds posts).
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    posts = [
+        publish(Post, title=title, slug=title.lower(), author=author, summary="s", body="b", status="published")
+        for title in ("Gaiwan", "Yixing")
+    ]
+    tag = Tag.objects.create(name="Oolong", slug="oolong")
+
+    def markdown(post):
+        return documents_of(Post).get(object_id=str(post.pk)).markdown
+
+    with django_capture_on_commit_callbacks(execute=True):
+        tag.posts.add(*posts)
+    assert all("Tags: Oolong" in markdown(post) for post in posts)
+    with django_capture_on_commit_callbacks(execute=True):
+        tag.posts.remove(posts[0])
+    assert "Tags" not in markdown(posts[0])
+    assert "Tags: Oolong" in markdown(posts[1])
+    with django_capture_on_commit_callbacks(execute=True):
+        tag.posts.clear()  # no pk_set: the posts linked before the clear are re-indexed
+    assert "Tags" not in markdown(posts[1])
+
+
+def test_m2m_clear_on_the_declaring_side_reindexes_the_object(publish, django_capture_on_commit_callbacks):
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    post = publish(Post, title="Gaiwan", slug="gaiwan", author=author, summary="s", body="b", status="published")
+    with django_capture_on_commit_callbacks(execute=True):
+        post.tags.add(Tag.objects.create(name="Oolong", slug="oolong"))
+    assert "Tags: Oolong" in documents_of(Post).get().markdown
+    with django_capture_on_commit_callbacks(execute=True):
+        post.tags.clear()
+    assert "Tags" not in documents_of(Post).get().markdown
 
 
 def test_unchanged_content_is_not_rewritten(publish, django_capture_on_commit_callbacks):
@@ -112,3 +147,32 @@ def test_agent_reindex_all_models_and_errors():
         assert f"{label}:" in out.getvalue()
     with pytest.raises(CommandError, match=r"shop\.order"):
         call_command("agent_reindex", "--model", "shop.order", stdout=StringIO())
+
+
+def test_agent_reindex_rebuild_of_one_model_keeps_the_others(publish):
+    publish(Article, title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    publish(Post, title="Gaiwan", slug="gaiwan", author=author, summary="s", body="Brew oolong.", status="published")
+    post_passages = set(Passage.objects.filter(model_label="blog.post").values_list("pk", flat=True))
+    article_passages = set(Passage.objects.filter(model_label="testapp.article").values_list("pk", flat=True))
+    assert post_passages
+    assert article_passages
+
+    out = StringIO()
+    call_command("agent_reindex", "--rebuild", "--model", "testapp.article", stdout=out)
+    assert "Dropped the passages of testapp.article" in out.getvalue()
+    assert "testapp.article: 0 created, 0 updated, 1 unchanged, 0 deleted; 1 embedded" in out.getvalue()
+    # The named model's passages were embedded again (new rows); the other model's were left alone.
+    rebuilt = set(Passage.objects.filter(model_label="testapp.article").values_list("pk", flat=True))
+    assert rebuilt
+    assert not rebuilt & article_passages
+    assert set(Passage.objects.filter(model_label="blog.post").values_list("pk", flat=True)) == post_passages
+    assert "blog.post:" not in out.getvalue()
+    assert LexemeStat.objects.filter(lexeme="oolong").get().passages >= 1
+
+
+def test_agent_reindex_rebuild_of_one_model_refuses_a_new_embedding_model(publish):
+    publish(Article, title="Kettles", slug="kettles", body="Descale a kettle.")
+    EmbeddingIndex.objects.update(model_id="some/other-model")
+    with pytest.raises(CommandError, match="leave out --model"):
+        call_command("agent_reindex", "--rebuild", "--model", "testapp.article", stdout=StringIO())

@@ -12,7 +12,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from decimal import ROUND_HALF_UP, Decimal
 
 import jsonschema
 import pytest
@@ -150,18 +149,35 @@ def test_structured_input_is_validated_before_anything_runs(client, shop):
 
 
 def test_quote_is_computed_from_prices_and_quantities(client, shop):
-    first, second = Product.objects.filter(is_active=True).order_by("sku")[:2]
-    response = converse(client, {"capability": "custom_quote", "query": f"Quote 12 x {first.sku} and 3 x {second.sku}"})
+    """Fixed figures from the demo catalogue (LK-TEA-0001 $38.00, -0002 $32.00, -0003 $24.00, -0004 $64.00 with 9
+    in stock, -0005 $18.50): 10 % off from $150, 5 % from $75, cents rounded half up, $6.50 shipping under $50."""
+    response = converse(client, {"capability": "custom_quote", "query": "Quote 12 x LK-TEA-0001 and 3 x LK-TEA-0002"})
     assert response.status_code == 200, response.json()
     data = response.json()["response"]["payload"]["data"]
-    subtotal = first.price * 12 + second.price * 3
-    rate = Decimal("0.10") if subtotal >= 150 else Decimal("0.05") if subtotal >= 75 else Decimal(0)
-    discount = (subtotal * rate).quantize(Decimal("0.01"), ROUND_HALF_UP)
-    shipping = Decimal("6.50") if subtotal - discount < 50 else Decimal("0.00")
-    assert [(line["sku"], line["quantity"]) for line in data["lines"]] == [(first.sku, 12), (second.sku, 3)]
-    assert Decimal(data["subtotal"]) == subtotal
-    assert Decimal(data["discount"]) == discount
-    assert Decimal(data["total"]) == subtotal - discount + shipping
+    assert [(line["sku"], line["quantity"], line["unit_price"], line["line_total"]) for line in data["lines"]] == [
+        ("LK-TEA-0001", 12, "38.00", "456.00"),
+        ("LK-TEA-0002", 3, "32.00", "96.00"),
+    ]
+    figures = ("subtotal", "discount", "shipping", "total")
+    assert tuple(data[name] for name in figures) == ("552.00", "55.20", "0.00", "496.80")
+
+    def quote(*items):
+        body = {
+            "capability": "custom_quote",
+            "query": "quote",
+            "context": {"input": {"items": [{"sku": sku, "quantity": quantity} for sku, quantity in items]}},
+        }
+        response = converse(client, body)
+        assert response.status_code == 200, response.json()
+        return response.json()["response"]["payload"]["data"]
+
+    five_percent = quote(("LK-TEA-0004", 1), ("LK-TEA-0005", 1))  # 5 % of 82.50 is 4.125: half up, not to even
+    assert tuple(five_percent[name] for name in figures) == ("82.50", "4.13", "0.00", "78.37")
+    small = quote(("LK-TEA-0005", 1))
+    assert tuple(small[name] for name in figures) == ("18.50", "0.00", "6.50", "25.00")
+    short = quote(("LK-TEA-0004", 12), ("LK-TEA-0004", 1))  # one SKU twice: one line of 13, more than the 9 in stock
+    assert [(line["quantity"], line["available"]) for line in short["lines"]] == [(13, False)]
+    assert tuple(short[name] for name in figures) == ("832.00", "83.20", "0.00", "748.80")
 
 
 def test_free_text_with_missing_fields_asks_and_the_clarification_completes_it(client, shop, ahp_schemas):
@@ -287,6 +303,31 @@ def test_signed_requests_refuse_replay_skew_tampering(client, shop):
     forged = sign_request(other_secret, "POST", CONVERSE, payload)
     forged["X-AHP-Key-Id"] = signed["X-AHP-Key-Id"]
     assert post(payload, forged).status_code == 401
+
+
+def test_signed_request_matches_the_documented_canonical_string(client, settings):
+    """A fixed vector, computed apart from the app (hmac and hashlib in a shell, once) from the canonical string the
+    README and ahp/auth.py document: ``AHP-HMAC-SHA256\\n<METHOD>\\n<path and query>\\n<timestamp>\\n<hex SHA-256
+    of the body>``, keyed with the key's secret. A client that follows the documentation is accepted."""
+    # The key's secret is derived from SECRET_KEY ("tests-not-secret"), the key id and the salt (ahp/keys.py).
+    _, secret = issue(key_id="a1b2c3d4e5f6", salt="00112233445566778899aabbccddeeff")
+    assert secret == "ahp_a1b2c3d4e5f6_ikPcxS8fRSgxRKSh2H96j240UvVAc1vTDGo6xRgf9cs"
+    body = b'{"capability":"site_info","query":"Who are you?"}'  # SHA-256 179565467b371ae9...1124adcf5f
+    signature = "1734e9f8101764aed895e85a4491f27e19f9a113372ee83057bbd54d5691344b"
+    # The vector's timestamp is 2026-01-01T00:00:00Z: widen the skew window to reach it from today.
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "SIGNATURE_MAX_SKEW": 10 * 365 * 86400}
+
+    def send(given: str):
+        headers = {"X-AHP-Key-Id": "a1b2c3d4e5f6", "X-AHP-Timestamp": "1767225600", "X-AHP-Signature": f"v1={given}"}
+        return client.post(f"{CONVERSE}?lang=en", body, content_type="application/json", headers=headers)
+
+    one_byte_off = signature[:-1] + ("a" if signature[-1] != "a" else "b")
+    refused = send(one_byte_off)
+    assert refused.status_code == 401
+    assert "signature does not match" in refused.json()["message"]
+    accepted = send(signature)
+    assert accepted.status_code == 200, accepted.json()
+    assert accepted.json()["meta"]["capability_used"] == "site_info"
 
 
 # --- actions: side effects, idempotency, rate limits, output validation ---------------------------------------
@@ -494,11 +535,10 @@ def test_api_key_admin_shows_the_secret_once(admin_client):
         "/admin/agent_handshake/apikey/add/",
         {"client": client.pk, "name": "ci", "scopes": ["orders", "book_appointment"], "expires_at_0": "",
          "expires_at_1": "", "revoked_at_0": "", "revoked_at_1": ""},
-        follow=True,
     )  # fmt: skip
     key = ApiKey.objects.get(client=client)
-    shown = [str(m) for m in response.context["messages"]]
-    secret = next(m.split(": ", 1)[1].split(" ")[0] for m in shown if "secret" in m)
+    secret = response.context["secret"]  # on the response page itself (tests/test_admin.py: and nowhere else)
+    assert secret in response.content.decode()
     assert key.scopes == ["orders", "book_appointment"]
     assert key.key_id in secret
     assert key.secret_hash != secret

@@ -155,9 +155,3 @@ def authenticate(request: HttpRequest, body: bytes, body_auth: object = None) ->
     if isinstance(body_auth, str) and body_auth[:7].lower() == "bearer ":
         return _by_secret(body_auth[7:], "bearer")
     return None
-
-
-def purge_seen_signatures() -> int:
-    """Forget signatures older than twice the skew window (they would be refused as stale anyway)."""
-    cutoff = timezone.now() - datetime.timedelta(seconds=2 * app_settings.SIGNATURE_MAX_SKEW)
-    return SeenSignature.objects.filter(created_at__lt=cutoff).delete()[0]

@@ -77,6 +77,18 @@ def reset_index() -> None:
         Document.objects.update(indexed_hash="")
 
 
+def reset_passages(documents: QuerySet[Document], backend: EmbeddingBackend | None = None) -> None:
+    """Drop the passages of ``documents`` only, so the next indexing run embeds them again.
+
+    Refused with :class:`EmbeddingModelChanged` when the configured model is not the stored one: the other
+    documents' vectors would then be of another model, so only :func:`reset_index` (everything) will do.
+    """
+    current_index(backend, create=False)
+    with transaction.atomic():
+        delete_passages(documents)
+        documents.update(indexed_hash="")
+
+
 def _count_lexemes(passages: QuerySet[Passage], sign: int) -> None:
     """Add (``sign`` = 1) or remove (-1) the lexemes of ``passages`` to or from the document frequencies."""
     query, params = passages.values("search_vector").query.sql_with_params()
@@ -85,16 +97,34 @@ def _count_lexemes(passages: QuerySet[Passage], sign: int) -> None:
         cursor.execute(
             f"INSERT INTO {stats} (lexeme, passages) "
             f"SELECT lexeme, %s * count(*) FROM ({query}) AS p, unnest(tsvector_to_array(p.search_vector)) AS lexeme "
-            "WHERE p.search_vector IS NOT NULL GROUP BY lexeme "
+            # In lexeme order, so that runs for different documents lock shared lexemes in one order (no deadlock).
+            "WHERE p.search_vector IS NOT NULL GROUP BY lexeme ORDER BY lexeme "
             f"ON CONFLICT (lexeme) DO UPDATE SET passages = GREATEST({stats}.passages + EXCLUDED.passages, 0)",
             [sign, *params],
         )
 
 
-def delete_passages(passages: QuerySet[Passage]) -> None:
-    """Delete passages, taking their lexemes out of the document frequencies first."""
-    _count_lexemes(passages, -1)
-    passages.delete()
+def lock_documents(documents: QuerySet[Document]) -> dict[int, tuple[str, str]]:
+    """Lock the rows of ``documents`` until the transaction ends; their current ``(content_hash, indexed_hash)``.
+
+    Every write of a document's passages holds this lock, so two runs for one document (two saves' tasks, a
+    redelivered message, ``agent_reindex`` beside a worker) take turns: the second sees what the first wrote,
+    never counts the same passages' lexemes twice, and never inserts the same positions twice. Rows are locked in
+    primary-key order, so runs over overlapping batches cannot deadlock.
+    """
+    rows = documents.select_for_update().order_by("pk").values_list("pk", "content_hash", "indexed_hash")
+    return {pk: (content_hash, indexed_hash) for pk, content_hash, indexed_hash in rows}
+
+
+def delete_passages(documents: QuerySet[Document]) -> None:
+    """Delete the passages of ``documents`` (locked first), taking their lexemes out of the document frequencies."""
+    with transaction.atomic():
+        locked = list(lock_documents(documents))
+        if not locked:  # gone already (another run deleted them)
+            return
+        passages = Passage.objects.filter(document__in=locked)
+        _count_lexemes(passages, -1)
+        passages.delete()
 
 
 def refresh_lexeme_stats() -> int:
@@ -160,13 +190,24 @@ def index_documents(
 
 
 def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBackend) -> int:
-    texts = [_embedding_text(document, p.heading, p.text) for document, passages in batch for p in passages]
-    vectors = backend.embed(texts)
-    rows = iter(vectors)
+    # Embedding is the slow part: do it before taking any lock.
+    vectors = iter(backend.embed([_embedding_text(document, p.heading, p.text) for document, ps in batch for p in ps]))
+    embedded = [(document, passages, [next(vectors) for _ in passages]) for document, passages in batch]
     config = app_settings.SEARCH_CONFIG
     with transaction.atomic():
-        delete_passages(Passage.objects.filter(document__in=[document for document, _ in batch]))
-        for document, passages in batch:
+        current = lock_documents(Document.objects.filter(pk__in=[document.pk for document, _ in batch]))
+        # Write only what is still wanted once the lock is held: not a document another run has indexed meanwhile
+        # (same hash), nor one whose content changed again or was deleted (the run queued by that change does it).
+        embedded = [
+            (document, passages, rows)
+            for document, passages, rows in embedded
+            if current.get(document.pk, ("", ""))[0] == document.content_hash != current[document.pk][1]
+        ]
+        documents = [document for document, _, _ in embedded]
+        if not documents:
+            return 0
+        delete_passages(Document.objects.filter(pk__in=[document.pk for document in documents]))
+        for document, passages, rows in embedded:
             Passage.objects.bulk_create(
                 Passage(
                     document=document,
@@ -177,19 +218,19 @@ def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBack
                     model_label=f"{document.content_type.app_label}.{document.content_type.model}",
                     ahp_content_type=document.ahp_content_type,
                     published_at=document.published_at,
-                    embedding=next(rows).tolist(),
+                    embedding=vector.tolist(),
                 )
-                for p in passages
+                for p, vector in zip(passages, rows, strict=True)
             )
             Document.objects.filter(pk=document.pk).update(indexed_hash=document.content_hash)
-        written = Passage.objects.filter(document__in=[document for document, _ in batch])
+        written = Passage.objects.filter(document__in=documents)
         written.update(
             search_vector=SearchVector("title", weight="A", config=config)
             + SearchVector("heading", weight="B", config=config)
             + SearchVector("text", weight="C", config=config)
         )
         _count_lexemes(written, 1)
-    return len(batch)
+    return len(documents)
 
 
 def index_document(document: Document, backend: EmbeddingBackend | None = None) -> bool:

@@ -5,10 +5,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...indexing import configs_for, index_passages, reindex_model
+from ...indexing import configs_for, documents_of, index_passages, reindex_model
 from ...registry import NotRegistered
 from ...retrieval.embeddings import EmbeddingUnavailable
-from ...retrieval.index import EmbeddingModelChanged, refresh_lexeme_stats, reset_index
+from ...retrieval.index import EmbeddingModelChanged, refresh_lexeme_stats, reset_index, reset_passages
 
 
 class Command(BaseCommand):
@@ -29,7 +29,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--rebuild",
             action="store_true",
-            help="Drop every passage and embed all documents again (needed after changing the embedding model).",
+            help=(
+                "Drop the passages and embed the documents again: every model's (needed after changing the "
+                "embedding model), or only those named with --model."
+            ),
         )
         parser.add_argument(
             "--no-passages", action="store_true", help="Only the documents (MODE1), not the passages (MODE2)."
@@ -43,7 +46,16 @@ class Command(BaseCommand):
         if not configs:
             self.stdout.write("No models are registered with agent_handshake.")
             return
-        if options["rebuild"]:
+        if options["rebuild"] and models:
+            try:
+                reset_passages(documents_of(configs))
+            except EmbeddingModelChanged as exc:
+                raise CommandError(
+                    f"{exc} A different embedding model needs every model rebuilt: leave out --model."
+                ) from exc
+            labels = ", ".join(config.label for config in configs)
+            self.stdout.write(f"Dropped the passages of {labels}; embedding their documents again.")
+        elif options["rebuild"]:
             reset_index()
             self.stdout.write("Dropped every passage and the embedding index; embedding all documents again.")
         verbose = options["verbosity"] >= 1

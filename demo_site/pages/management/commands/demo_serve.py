@@ -1,7 +1,9 @@
 """Serve the demo: the Django development server and a Celery worker (with beat), until Ctrl-C.
 
-Both run as child processes; Ctrl-C (or SIGTERM) stops both, waits for them, and the embedded PostgreSQL
-stops with its last user.
+Both run as child processes; Ctrl-C, SIGTERM or SIGHUP (a closed terminal) stops both, waits for them, and
+the embedded PostgreSQL stops with its last user. Sent to the whole process group (``docker stop``, systemd),
+the signals reach the children too: runserver then exits normally through agent_handshake.embedded's handler,
+the Celery worker through its own.
 """
 
 import os
@@ -26,6 +28,15 @@ class Command(BaseCommand):
         base = settings.BASE_DIR
         schedule = base / ".queue" / "celerybeat-schedule"
         schedule.parent.mkdir(exist_ok=True)
+        stopping = False
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):  # no SIGHUP on Windows
+                signal.signal(getattr(signal, name), stop)
         children = {
             "worker": subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--beat", "--schedule", str(schedule),
@@ -36,31 +47,24 @@ class Command(BaseCommand):
                 [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=base
             ),
         }  # fmt: skip
-        self.stdout.write(self.style.SUCCESS(f"\nLantern & Kettle is starting on http://127.0.0.1:{port}/"))
-        self.stdout.write(
-            f"  manifest:  curl -s http://127.0.0.1:{port}/.well-known/agent.json\n"
-            f"  llms.txt:  curl -s http://127.0.0.1:{port}/llms.txt\n"
-            f"  ask:       curl -s -X POST http://127.0.0.1:{port}/agent/converse -H 'Content-Type: application/json' "
-            """-d '{"capability": "content_search", "query": "How hot should the water be for gyokuro?"}'\n"""
-            f"  admin:     http://127.0.0.1:{port}/admin/ (admin / admin)\n"
-        )
-        secret = demo_secret()
-        if secret:
+        try:  # whatever happens from here on (an error in the banner too), the children are stopped
+            self.stdout.write(self.style.SUCCESS(f"\nLantern & Kettle is starting on http://127.0.0.1:{port}/"))
             self.stdout.write(
-                f"MODE3 demo API key (DEBUG only, every scope): {secret}\n"
-                + curl_examples(f"http://127.0.0.1:{port}", secret)
-                + "\n"
+                f"  manifest:  curl -s http://127.0.0.1:{port}/.well-known/agent.json\n"
+                f"  llms.txt:  curl -s http://127.0.0.1:{port}/llms.txt\n"
+                f"  ask:       curl -s -X POST http://127.0.0.1:{port}/agent/converse "
+                "-H 'Content-Type: application/json' "
+                """-d '{"capability": "content_search", "query": "How hot should the water be for gyokuro?"}'\n"""
+                f"  admin:     http://127.0.0.1:{port}/admin/ (admin / admin)\n"
             )
-        self.stdout.write("Ctrl-C stops everything.\n")
-        stopping = False
-
-        def stop(signum, frame):
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
-        try:
+            secret = demo_secret()
+            if secret:
+                self.stdout.write(
+                    f"MODE3 demo API key (DEBUG only, every scope): {secret}\n"
+                    + curl_examples(f"http://127.0.0.1:{port}", secret)
+                    + "\n"
+                )
+            self.stdout.write("Ctrl-C stops everything.\n")
             while not stopping and all(child.poll() is None for child in children.values()):
                 time.sleep(0.3)
         finally:
