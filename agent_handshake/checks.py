@@ -160,7 +160,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         elif not isinstance(value, expected):
             names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
             errors.append(_setting_error(name, f"must be {names}, not {type(value).__name__}."))
-    if not errors:
+    # The value checks assume the types are right; an unknown key (a warning) must not skip them.
+    if not any(isinstance(message, Error) for message in errors):
         errors += _check_setting_values()
     return errors
 

@@ -314,3 +314,14 @@ def test_e010_server_without_pgvector_stops_check_and_migrate_before_they_start(
     with psycopg.connect(url) as conn:
         tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()[0]
     assert tables == 0, "migrate started before the check refused the server"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("INDEX_ON_SAVE", "celry"), ("AGENT_RATE_LIMIT", "30 per minute")], ids=["index", "rate"]
+)
+def test_value_errors_are_reported_beside_an_unknown_key(name, value):
+    """An unknown key is only a warning: it used to skip every value check, hiding the errors next to it."""
+    with override_settings(AGENT_HANDSHAKE={name: value, "OLD_KEY": 1}):
+        messages = checks.check_settings()
+    assert sorted(ids(messages)) == ["agent_handshake.E002", "agent_handshake.W001"]
+    assert name in next(m.msg for m in messages if m.id == "agent_handshake.E002")
