@@ -38,10 +38,14 @@ def index_on_save_mode() -> str:
 
 def _sync_on_commit(instance: Model) -> None:
     """Queue the object's re-indexing for when the transaction commits (``INDEX_ON_SAVE``)."""
+    _reindex_on_commit(type(instance), instance.pk)
+
+
+def _reindex_on_commit(model: type[Model], pk: Any) -> None:
     mode = index_on_save_mode()
-    meta = instance._meta
+    meta = model._meta
     # Strings, not the instance: the task may run in another process, after the row changed again.
-    args = (meta.app_label, meta.model_name, str(instance.pk))
+    args = (meta.app_label, meta.model_name, str(pk))
     if mode == "celery":
         transaction.on_commit(partial(_queue, *args))
     elif mode == "sync":
@@ -52,10 +56,12 @@ def _queue(app_label: str, model_name: str, pk: str) -> None:
     from .tasks import index_object
 
     try:
-        index_object.delay(app_label, model_name, pk)
+        # One attempt: Celery's publish retries would hold the saving request (and every save of a bulk change)
+        # for seconds each while the broker is down; indexing here is the better fallback.
+        index_object.apply_async((app_label, model_name, pk), retry=False)
     except Exception:
         # The row is saved: a broker that cannot be reached must not turn the save into an error page. Index
-        # here instead, so the change is not lost (Celery has already retried per task_publish_retry_policy).
+        # here instead, so the change is not lost.
         logger.warning(
             "Could not queue agent_handshake.index_object for %s.%s %s; indexing it in this process.",
             app_label,
@@ -114,13 +120,13 @@ def relations_changed(
     if not content_registry.is_registered(model):
         return
     if action in ("post_add", "post_remove") and pk_set:
-        related = model._default_manager.filter(pk__in=pk_set)
+        pks = list(pk_set)  # no query: indexing reads each object itself (and drops what is no longer published)
     elif action == "pre_clear":
-        related = _linked(sender, instance, reverse, model)
+        pks = list(_linked(sender, instance, reverse, model).values_list("pk", flat=True))
     else:
         return
-    for obj in related:
-        _sync_on_commit(obj)
+    for pk in pks:
+        _reindex_on_commit(model, pk)
 
 
 def _linked(through: type[Model], instance: Model, reverse: bool, model: type[Model]):
@@ -128,8 +134,9 @@ def _linked(through: type[Model], instance: Model, reverse: bool, model: type[Mo
     owner = model if reverse else type(instance)  # the model that declares the ManyToManyField
     field = next(field for field in owner._meta.many_to_many if field.remote_field.through is through)
     if reverse:
-        return model._default_manager.filter(**{field.name: instance.pk})
-    return getattr(instance, field.name).all()
+        # The base manager: a default manager that hides rows (unpublished ones) would leave them stale.
+        return model._base_manager.filter(**{field.name: instance.pk})
+    return model._base_manager.filter(**{f"{field.related_query_name()}": instance.pk})
 
 
 def settings_saved(sender: type[Model], **kwargs: Any) -> None:

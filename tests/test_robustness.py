@@ -340,7 +340,8 @@ ROBUST_SETTINGS = {
 def check(case: fuzzing.Case, secret: str) -> None:
     # Each case runs in a savepoint that is rolled back, so cases cannot see each other's writes.
     with transaction.atomic():
-        status, content_type, headers, body = fuzzing.send_django(Client(), case, secret)
+        # CSRF enforced, as on a real site: a view the middleware refuses would answer with Django's HTML 403.
+        status, content_type, headers, body = fuzzing.send_django(Client(enforce_csrf_checks=True), case, secret)
         transaction.set_rollback(True)
     problems = fuzzing.problems(case, status, content_type, headers, body)
     assert not problems, (problems, case.describe(), body[:500])
