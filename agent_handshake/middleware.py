@@ -24,7 +24,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_asy
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponseBase
 from django.template.loader import render_to_string
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
 from django.utils.text import compress_string
@@ -233,12 +233,14 @@ class AgentDiscoveryMiddleware:
         return None
 
     def is_endpoint(self, path: str) -> bool:
-        """Whether ``path`` is /agent/converse or a job's status URL: they answer every request themselves (in
-        AHP JSON, with rate-limit headers), whatever it accepts; an agent polling a job with
+        """Whether ``path`` (a ``request.path_info``) is /agent/converse or a job's status URL: they answer every
+        request themselves (in AHP JSON, with rate-limit headers), whatever it accepts; an agent polling a job with
         ``Accept: application/agent+json`` wants the job, not the manifest."""
         if self._endpoints is None:
-            status = reverse("agent_handshake:converse_status", args=["-"])
-            self._endpoints = (reverse("agent_handshake:converse"), status[: -len("-")])
+            # reverse() includes the script prefix (the site mounted under /sub/), path_info does not.
+            prefix_length = len(get_script_prefix()) - 1
+            status = reverse("agent_handshake:converse_status", args=["-"])[prefix_length:]
+            self._endpoints = (reverse("agent_handshake:converse")[prefix_length:], status[: -len("-")])
         converse, status_prefix = self._endpoints
         return path == converse or path.startswith(status_prefix)
 

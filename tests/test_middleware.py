@@ -332,3 +332,28 @@ def test_a_quoted_marker_does_not_suppress_the_notice(client, publish):
     quoted = escape(placed_marker("link") + placed_marker("notice"))
     article = publish(Article, title="Page source", slug="source", body=f"<pre>{quoted}</pre>")
     assert_discoverable(client.get(article.get_absolute_url()).content.decode())
+
+
+# The app mounted under a sub-path: reverse() includes the script prefix, request.path_info does not.
+
+
+@pytest.fixture
+def mounted_under_sub():
+    """What Django's WSGI and ASGI handlers do for a request with ``SCRIPT_NAME: /sub`` (the test client does not)."""
+    from django.urls import clear_script_prefix, set_script_prefix
+
+    set_script_prefix("/sub/")
+    yield "/sub"
+    clear_script_prefix()
+
+
+def test_endpoints_under_a_sub_path_answer_an_agent_json_request_themselves(client, mounted_under_sub):
+    accept = "application/agent+json"
+    poll = client.get("/agent/converse/status/some-job", SCRIPT_NAME=mounted_under_sub, HTTP_ACCEPT=accept)
+    assert poll.status_code == 401, poll.content
+    assert poll.json()["code"] == "auth_required"
+    converse = client.get("/agent/converse", SCRIPT_NAME=mounted_under_sub, HTTP_ACCEPT=accept)
+    assert converse.status_code == 405
+    assert converse.json()["code"] == "method_not_allowed"
+    page = client.get("/page/", SCRIPT_NAME=mounted_under_sub, HTTP_ACCEPT=accept)
+    assert page.json()["ahp"] == "0.1"  # any other URL still answers with the manifest
