@@ -5,9 +5,10 @@
 - the manifest itself for ``Accept: application/agent+json`` on any URL (§3.2);
 - the markdown version of a registered object's page for ``<url>.md`` or ``Accept: text/markdown``;
 - in HTML, the ``<link rel="agent-manifest">`` tag before ``</head>`` and the hidden in-page notice before
-  ``</body>`` (§3.3, §3.4), on error pages too. Streaming responses are rewritten chunk by chunk, gzip bodies
-  are decompressed and compressed again, other encodings are left alone; ``Content-Length`` and a strong
-  ``ETag`` are kept truthful.
+  ``</body>`` (§3.3, §3.4), on error pages too, each followed by a marker comment, and not again on a page
+  that already carries its marker (a cached page, the template tags' output: see ``placed_marker``). Streaming
+  responses are rewritten chunk by chunk, gzip bodies are decompressed and compressed again, other encodings
+  are left alone; ``Content-Length`` and a strong ``ETag`` are kept truthful.
 
 Place it after ``GZipMiddleware`` in ``MIDDLEWARE`` (so it sees bodies before they are compressed).
 """
@@ -16,16 +17,16 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
-from contextvars import ContextVar
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, NamedTuple
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponseBase
 from django.template.loader import render_to_string
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.crypto import salted_hmac
 from django.utils.text import compress_string
 
 from . import content_signals, state
@@ -54,24 +55,17 @@ def _find_tag(data: bytes, literal: bytes, pattern: re.Pattern[bytes], *, last: 
     return positions[-1] if last else positions[0]
 
 
-#: What the ``{% agent_manifest_link %}`` and ``{% agent_notice %}`` tags have placed in the response being
-#: built ("link", "notice"): a fresh set per request. Only those tags write to it, so no page content can
-#: make the middleware think the markup is already there.
-_placed: ContextVar[set[str] | None] = ContextVar("agent_handshake_placed", default=None)
+def placed_marker(piece: str) -> str:
+    """The comment that follows every copy of ``piece`` ("link" or "notice") we write, by tag or injection.
 
-
-def mark_placed(piece: str) -> None:
-    """Record that a template tag rendered ``piece`` ("link" or "notice") into the current request's page."""
-    placed = _placed.get()
-    if placed is not None:
-        placed.add(piece)
-
-
-def _start_request() -> set[str]:
-    # Not reset when the response is returned: a streaming template renders its tags while being iterated.
-    placed: set[str] = set()
-    _placed.set(placed)
-    return placed
+    The middleware adds a piece only when the page does not already carry its marker, so a page is never
+    given a second copy, even when the copy is an old one: a page stored by the per-site cache or ``cache_page``,
+    a ``{% cache %}`` fragment around ``{% agent_notice %}`` (on a cache hit no tag runs, so only what the
+    stored HTML says can tell). The marker is an HMAC of ``SECRET_KEY``: page content cannot produce it, and text
+    that quotes it (``&lt;!--``) is not it.
+    """
+    token = salted_hmac("agent_handshake.middleware.placed_marker", piece, algorithm="sha256").hexdigest()[:32]
+    return f"<!--agent-handshake:{piece}:{token}-->"
 
 
 def agent_notice_exempt(view: Callable[..., Any]) -> Callable[..., Any]:
@@ -100,26 +94,30 @@ def agent_notice_exempt(view: Callable[..., Any]) -> Callable[..., Any]:
 class HtmlInjector:
     """Inserts the link tag before ``</head>`` and the notice before ``</body>``, fed a chunk at a time.
 
-    Either is skipped when the template tags placed it (``placed``, read as the page streams by): never
-    because of what the page's content says. Enough trailing bytes are held back between chunks that a
-    closing tag split across two chunks is still found.
+    Either is skipped when the page already carries its marker (``link_marker``, ``notice_marker``: see
+    ``placed_marker``), looked for as the page streams by. Enough trailing bytes are held back between chunks
+    that a closing tag or a marker split across two chunks is still found.
     """
 
-    #: Bytes kept back between chunks: longer than any spelling of ``</head>``/``</body>`` looked for.
+    #: Bytes kept back between chunks at least: longer than any spelling of ``</head>``/``</body>`` looked for.
     HOLD = 16
 
-    def __init__(self, link: bytes | None, notice: bytes | None, placed: Collection[str] = ()) -> None:
+    def __init__(
+        self, link: bytes | None, notice: bytes | None, link_marker: bytes = b"", notice_marker: bytes = b""
+    ) -> None:
         self.link = link
         self.notice = notice
-        self.placed = placed
+        self.link_marker = link_marker
+        self.notice_marker = notice_marker
+        self.hold = max(self.HOLD, len(link_marker), len(notice_marker))
         self.saw_html = False
         self.pending = b""
 
     def _insertions(self, data: bytes) -> list[tuple[int, bytes]]:
-        """Where to insert what in ``data``; marks each piece done once it is placed (by us or the tags)."""
+        """Where to insert what in ``data``; marks each piece done once it is placed (by us or before us)."""
         insertions = []
         if self.link is not None:
-            if "link" in self.placed:
+            if self.link_marker and self.link_marker in data:
                 self.link = None
             else:
                 head_end = _find_tag(data, b"</head>", _HEAD_CLOSE)
@@ -127,7 +125,7 @@ class HtmlInjector:
                     insertions.append((head_end, self.link))
                     self.link = None
         if self.notice is not None:
-            if "notice" in self.placed:
+            if self.notice_marker and self.notice_marker in data:
                 self.notice = None
             else:
                 body_end = _find_tag(data, b"</body>", _BODY_CLOSE, last=True)
@@ -152,18 +150,26 @@ class HtmlInjector:
         if self.link is None and self.notice is None:
             self.pending = b""
             return data
-        self.pending = data[-self.HOLD :]
-        return data[: -self.HOLD]
+        self.pending = data[-self.hold :]
+        return data[: -self.hold]
 
     def finish(self) -> bytes:
         data, self.pending = self.pending, b""
         # A document with no </body> (allowed in HTML) still gets the notice; a fragment (no <html>) does not.
-        if self.notice is not None and self.saw_html and "notice" not in self.placed:
+        if self.notice is not None and self.saw_html:
             data += self.notice
         return data
 
     def rewrite(self, content: bytes) -> bytes:
         return self.feed(content) + self.finish()
+
+
+class _Fragments(NamedTuple):
+    header: str
+    link: bytes
+    notice: bytes
+    link_marker: bytes
+    notice_marker: bytes
 
 
 class AgentDiscoveryMiddleware:
@@ -175,13 +181,13 @@ class AgentDiscoveryMiddleware:
         self.async_mode = iscoroutinefunction(get_response)
         if self.async_mode:
             markcoroutinefunction(self)
-        self._fragments: tuple[str, bytes, bytes] | None = None
+        self._fragments: _Fragments | None = None
         self._exempt: list[re.Pattern[str]] | None = None
         self._endpoints: tuple[str, str] | None = None
         setting_changed.connect(self._settings_changed, weak=True)
 
     def _settings_changed(self, *, setting: str, **kwargs: Any) -> None:
-        if setting in (SETTING_NAME, "ROOT_URLCONF", "TEMPLATES"):
+        if setting in (SETTING_NAME, "ROOT_URLCONF", "TEMPLATES", "SECRET_KEY"):
             self._fragments = None
             self._exempt = None
             self._endpoints = None
@@ -191,18 +197,16 @@ class AgentDiscoveryMiddleware:
             return self.__acall__(request)
         if self.is_exempt(request):
             return self.get_response(request)
-        placed = _start_request()
         response = self.early_response(request) or self.get_response(request)
-        return self.process_response(request, response, placed)
+        return self.process_response(request, response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         if self.is_exempt(request):
             return await self.get_response(request)
-        placed = _start_request()  # the view's thread runs in a copy of this context: it sees the same set
         response = await sync_to_async(self.early_response)(request)
         if response is None:
             response = await self.get_response(request)
-        return await sync_to_async(self.process_response)(request, response, placed)
+        return await sync_to_async(self.process_response)(request, response)
 
     # Requests
 
@@ -229,12 +233,14 @@ class AgentDiscoveryMiddleware:
         return None
 
     def is_endpoint(self, path: str) -> bool:
-        """Whether ``path`` is /agent/converse or a job's status URL: they answer every request themselves (in
-        AHP JSON, with rate-limit headers), whatever it accepts; an agent polling a job with
+        """Whether ``path`` (a ``request.path_info``) is /agent/converse or a job's status URL: they answer every
+        request themselves (in AHP JSON, with rate-limit headers), whatever it accepts; an agent polling a job with
         ``Accept: application/agent+json`` wants the job, not the manifest."""
         if self._endpoints is None:
-            status = reverse("agent_handshake:converse_status", args=["-"])
-            self._endpoints = (reverse("agent_handshake:converse"), status[: -len("-")])
+            # reverse() includes the script prefix (the site mounted under /sub/), path_info does not.
+            prefix_length = len(get_script_prefix()) - 1
+            status = reverse("agent_handshake:converse_status", args=["-"])[prefix_length:]
+            self._endpoints = (reverse("agent_handshake:converse")[prefix_length:], status[: -len("-")])
         converse, status_prefix = self._endpoints
         return path == converse or path.startswith(status_prefix)
 
@@ -266,20 +272,26 @@ class AgentDiscoveryMiddleware:
 
     # Responses
 
-    def fragments(self) -> tuple[str, bytes, bytes]:
-        """The Link header value, the <link> tag and the notice, rendered once per settings."""
+    def fragments(self) -> _Fragments:
+        """The Link header value, the <link> tag and the notice (each followed by its marker) and the markers,
+        rendered once per settings."""
         if self._fragments is None:
             manifest_url = reverse("agent_handshake:manifest")
-            header = f'<{manifest_url}>; rel="ahp-manifest agent-manifest"; type="{AGENT_JSON}"'
             tag = render_to_string("agent_handshake/link.html", {"manifest_url": manifest_url}).strip()
             notice = render_to_string(app_settings.NOTICE_TEMPLATE, notice_context()).strip()
-            self._fragments = (header, tag.encode(), notice.encode())
+            link_marker, notice_marker = placed_marker("link"), placed_marker("notice")
+            self._fragments = _Fragments(
+                header=f'<{manifest_url}>; rel="ahp-manifest agent-manifest"; type="{AGENT_JSON}"',
+                link=(tag + link_marker).encode(),
+                notice=(notice + notice_marker).encode(),
+                link_marker=link_marker.encode(),
+                notice_marker=notice_marker.encode(),
+            )
         return self._fragments
 
-    def process_response(
-        self, request: HttpRequest, response: HttpResponseBase, placed: Collection[str] = ()
-    ) -> HttpResponseBase:
-        header, tag, notice = self.fragments()
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        fragments = self.fragments()
+        header = fragments.header
         existing = response.headers.get("Link")
         if not existing or "agent-manifest" not in existing:
             response.headers["Link"] = f"{existing}, {header}" if existing else header
@@ -293,12 +305,13 @@ class AgentDiscoveryMiddleware:
             label = self._model_label(request, response) if snapshot.model_signals else None
             response.headers[content_signals.HEADER] = snapshot.signal_header(label)
         if self._should_inject(response):
-            self._inject(
-                response,
-                tag if app_settings.INJECT_LINK_TAG else None,
-                notice if app_settings.INJECT_NOTICE else None,
-                placed,
+            injector = HtmlInjector(
+                fragments.link if app_settings.INJECT_LINK_TAG else None,
+                fragments.notice if app_settings.INJECT_NOTICE else None,
+                fragments.link_marker,
+                fragments.notice_marker,
             )
+            self._inject(response, injector)
         return response
 
     @staticmethod
@@ -326,8 +339,7 @@ class AgentDiscoveryMiddleware:
         return response.headers.get("Content-Encoding", "").lower() in ("", "identity", "gzip")
 
     @staticmethod
-    def _inject(response: HttpResponseBase, tag: bytes | None, notice: bytes | None, placed: Collection[str]) -> None:
-        injector = HtmlInjector(tag, notice, placed)
+    def _inject(response: HttpResponseBase, injector: HtmlInjector) -> None:
         gzipped = response.headers.get("Content-Encoding", "").lower() == "gzip"
         if response.streaming:
             if gzipped:

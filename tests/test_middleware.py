@@ -204,6 +204,16 @@ def test_injector_finds_tags_split_across_every_boundary():
         assert out == expected, cut
 
 
+def test_injector_sees_markers_split_across_every_boundary():
+    from agent_handshake.middleware import placed_marker
+
+    link_marker, notice_marker = placed_marker("link").encode(), placed_marker("notice").encode()
+    page = b"<html><head>[L]" + link_marker + b"</head><body><p>text</p>[N]" + notice_marker + b"</body></html>"
+    for cut in range(1, len(page)):
+        injector = HtmlInjector(b"[L]", b"[N]", link_marker, notice_marker)
+        assert injector.feed(page[:cut]) + injector.feed(page[cut:]) + injector.finish() == page, cut
+
+
 # Only the app's own template tags may stop the injection (issue 9 §4): never what a page's content says.
 
 
@@ -261,3 +271,89 @@ def test_accept_agent_json_honours_q_values(client, accept, manifest):
     else:
         assert "<h1>Plain page</h1>" in response.content.decode()
     assert "Accept" in response["Vary"]
+
+
+# A cached page or fragment already carries the markup, and no tag runs on a cache hit: it is still not doubled.
+
+PER_SITE_CACHE = [
+    "django.middleware.cache.UpdateCacheMiddleware",
+    "django.middleware.gzip.GZipMiddleware",
+    "agent_handshake.middleware.AgentDiscoveryMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.cache.FetchFromCacheMiddleware",
+]
+
+
+@pytest.fixture
+def empty_cache():
+    from django.core.cache import cache
+
+    cache.clear()
+    yield cache
+    cache.clear()
+
+
+@pytest.mark.parametrize("url", ["/page/", "/tagged/"])
+def test_per_site_cache_hit_is_not_injected_twice(client, empty_cache, url):
+    with override_settings(MIDDLEWARE=PER_SITE_CACHE):
+        first = client.get(url)
+        second = client.get(url)
+    assert first.has_header("Expires")  # the per-site cache stored it ...
+    assert second.content == first.content  # ... and the second answer is the stored page
+    assert_discoverable(first.content.decode())
+    assert_discoverable(second.content.decode())
+
+
+def test_cache_page_hit_is_not_injected_twice(client, empty_cache):
+    first = client.get("/cached-tagged/")
+    second = client.get("/cached-tagged/")
+    assert first.has_header("Expires")
+    assert_discoverable(first.content.decode())
+    assert_discoverable(second.content.decode())
+    assert second.content.decode().index("ahp-notice") > second.content.decode().index("<footer>")
+
+
+def test_cached_template_fragments_are_not_injected_twice(client, empty_cache):
+    from django.core.cache.utils import make_template_fragment_key
+
+    for _ in range(2):
+        html = client.get("/cached-fragments/").content.decode()
+        assert_discoverable(html)
+        assert html.index("ahp-notice") > html.index("<footer>")
+    assert "ahp-notice" in empty_cache.get(make_template_fragment_key("agent_notice_fragment"))
+
+
+def test_a_quoted_marker_does_not_suppress_the_notice(client, publish):
+    from django.utils.html import escape
+
+    from agent_handshake.middleware import placed_marker
+    from tests.testapp.models import Article
+
+    quoted = escape(placed_marker("link") + placed_marker("notice"))
+    article = publish(Article, title="Page source", slug="source", body=f"<pre>{quoted}</pre>")
+    assert_discoverable(client.get(article.get_absolute_url()).content.decode())
+
+
+# The app mounted under a sub-path: reverse() includes the script prefix, request.path_info does not.
+
+
+@pytest.fixture
+def mounted_under_sub():
+    """What Django's WSGI and ASGI handlers do for a request with ``SCRIPT_NAME: /sub`` (the test client does not)."""
+    from django.urls import clear_script_prefix, set_script_prefix
+
+    set_script_prefix("/sub/")
+    yield "/sub"
+    clear_script_prefix()
+
+
+def test_endpoints_under_a_sub_path_answer_an_agent_json_request_themselves(client, mounted_under_sub):
+    accept = "application/agent+json"
+    poll = client.get("/agent/converse/status/some-job", SCRIPT_NAME=mounted_under_sub, HTTP_ACCEPT=accept)
+    assert poll.status_code == 401, poll.content
+    assert poll.json()["code"] == "auth_required"
+    converse = client.get("/agent/converse", SCRIPT_NAME=mounted_under_sub, HTTP_ACCEPT=accept)
+    assert converse.status_code == 405
+    assert converse.json()["code"] == "method_not_allowed"
+    page = client.get("/page/", SCRIPT_NAME=mounted_under_sub, HTTP_ACCEPT=accept)
+    assert page.json()["ahp"] == "0.1"  # any other URL still answers with the manifest

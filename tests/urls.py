@@ -17,6 +17,8 @@ urlpatterns = [
     path("exempt/", views.exempt_page),
     path("aexempt/", views.async_exempt_page),
     path("tagged/", views.tagged_page),
+    path("cached-tagged/", views.cached_tagged_page),
+    path("cached-fragments/", views.cached_fragments_page),
     path("fragment/", views.fragment),
     path("nobody/", views.no_body_tag),
     path("broken/", views.broken),

@@ -1,7 +1,8 @@
 """``{% agent_manifest_link %}`` and ``{% agent_notice %}``: place the discovery markup yourself.
 
-Each tells the middleware that it rendered (for the current request), so no second copy is added. Only these
-tags can: what a page's content says never stops the middleware from adding the markup.
+Each follows its markup with the marker the middleware looks for (``placed_marker``: an HMAC of
+``SECRET_KEY``), so no second copy is added, also when the page or the fragment comes from a cache. Only these
+tags (and the middleware itself) write it: what a page's content says never stops the middleware.
 """
 
 from __future__ import annotations
@@ -12,20 +13,18 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from ..conf import app_settings
-from ..middleware import mark_placed, notice_context
+from ..middleware import notice_context, placed_marker
 
 register = template.Library()
 
 
 @register.simple_tag
 def agent_manifest_link() -> SafeString:
-    mark_placed("link")
-    return mark_safe(
-        render_to_string("agent_handshake/link.html", {"manifest_url": reverse("agent_handshake:manifest")})
-    )
+    tag = render_to_string("agent_handshake/link.html", {"manifest_url": reverse("agent_handshake:manifest")})
+    return mark_safe(tag.strip() + placed_marker("link"))
 
 
 @register.simple_tag
 def agent_notice() -> SafeString:
-    mark_placed("notice")
-    return mark_safe(render_to_string(app_settings.NOTICE_TEMPLATE, notice_context()))
+    notice = render_to_string(app_settings.NOTICE_TEMPLATE, notice_context())
+    return mark_safe(notice.strip() + placed_marker("notice"))

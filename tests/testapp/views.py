@@ -6,6 +6,7 @@ import json
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils.text import compress_string
+from django.views.decorators.cache import cache_page
 
 from agent_handshake.middleware import agent_notice_exempt
 
@@ -83,6 +84,15 @@ async def async_exempt_page(request):
 
 def tagged_page(request):
     return render(request, "testapp/tagged.html")
+
+
+@cache_page(300)
+def cached_tagged_page(request):
+    return render(request, "testapp/tagged.html")
+
+
+def cached_fragments_page(request):
+    return render(request, "testapp/cached_fragments.html")
 
 
 def fragment(request):
