@@ -7,7 +7,8 @@ is checked before an agent sees it: an answer that leaks the instructions (a can
 words) is replaced by the extractive one, and citations must name a real source.
 
 Content is untrusted too: every answer, extractive or generated, leaves here as text without HTML markup and
-with links only to the site's own URLs (:func:`clean_answer`, one rule for both backends).
+with links only to the site's own URLs (:func:`clean_answer`, one rule for both backends; the concierge applies
+it again to the answer it assembles, so no title or custom backend's text skips it).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ..conf import app_settings
 from ..models import Document
 from ..registry import Capability, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
-from .answers import Evidence, GeneratedAnswer, get_answer_backend, terms
+from .answers import Evidence, GeneratedAnswer, clean_answer, get_answer_backend, terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 
@@ -196,6 +196,8 @@ class ContentConcierge:
         answer = generated.text
         if ctx.fallback_from and hits:
             answer = self.describe(hits[0], ctx.fallback_from) + " " + answer
+        # The whole answer, once, whatever went into it (a title, a custom backend's text): content is untrusted.
+        answer, links_removed = clean_answer(answer, evidence)
         return Reply(
             answer=answer,
             content_type=ctx.content_type,
@@ -204,7 +206,7 @@ class ContentConcierge:
             payload=payload,
             tokens_used=generated.tokens_used,
             content_signals=combined_signals(sorted({hit.model_label for hit in hits})),
-            guardrail=generated.guardrail,
+            guardrail=generated.guardrail or links_removed,
         )
 
     def payload(self, ctx: ConverseContext, hits: list[DocumentHit]) -> dict[str, Any] | None:
