@@ -9,8 +9,10 @@ from django.test import override_settings
 
 from agent_handshake.ahp.answers import Evidence, clean_answer, clean_untrusted
 from agent_handshake.models import ContentSignalOverride, Document, Passage, SiteProfile
+from agent_handshake.retrieval.hybrid import HybridRetriever
 from demo_site.blog.models import Post
 from demo_site.pages.models import Page
+from demo_site.shop.models import Product
 from tests.test_converse import ask, assert_valid_response, llm_settings
 
 pytestmark = pytest.mark.django_db
@@ -254,6 +256,27 @@ def test_off_topic_questions_are_refused_honestly(client, demo_content, ahp_sche
     assert body["status"] == "success"
     assert body["response"]["sources"] == []
     assert body["response"]["answer"] == "Test Site has nothing that answers this question."
+
+
+def test_an_exact_sku_is_answered_below_the_floor(client, demo_content):
+    """A code means nothing to a sentence embedding (its nearest passage is under the floor), but the passage
+    that holds it is the answer: a full-text match of every word of the query keeps the hits."""
+    product = Product.objects.get(sku="LK-TEA-0001")  # demo_site/shop/fixtures/demo.json
+    hits = HybridRetriever().search_documents(product.sku, limit=5)
+    assert max(hit.similarity for hit in hits if hit.similarity is not None) < HybridRetriever().relevance_floor
+    _, body = ask(client, product.sku)
+    assert body["response"]["sources"][0]["url"] == product.get_absolute_url()
+    assert product.sku in body["response"]["answer"]
+
+
+def test_a_feed_listing_is_answered_below_the_floor(client, demo_content):
+    """ "latest videos" asks for items; it is like no passage, and a listing is not a question to refuse."""
+    hits = HybridRetriever().search_documents("latest videos", limit=5)
+    assert max(hit.similarity for hit in hits if hit.similarity is not None) < HybridRetriever().relevance_floor
+    _, body = ask(client, "latest videos", context={"accept_types": ["application/feed"]})
+    items = body["response"]["payload"]["items"]
+    assert items
+    assert all(item["metadata"]["content_type"].startswith("media/video") for item in items), items
 
 
 def test_the_floor_is_a_setting(client, demo_content):
