@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from django.contrib.contenttypes.models import ContentType
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 
 from .conf import app_settings
 from .models import Document
@@ -38,14 +39,16 @@ def _link(text: str, url: str) -> str:
     return f"[{_text(text)}]({url.translate(_URL_UNSAFE)})"
 
 
-#: The line that starts every document in /llms-full.txt. A line of content that looks like it is escaped
-#: (:func:`_body`), so the documents an agent finds are exactly the site's.
-DOCUMENT_BOUNDARY = "<!-- document -->"
-_FORGED_BOUNDARY = re.compile(r"^(\s*)(?=<!--\s*document\b)", re.IGNORECASE | re.MULTILINE)
+def document_boundary(snapshot: Snapshot) -> str:
+    """The line that starts every document in ``/llms-full.txt``, announced in its header:
+    ``<!-- document N -->``, N a keyed hash (Django's ``salted_hmac`` under ``SECRET_KEY``) of the state token.
 
-
-def _body(markdown: str) -> str:
-    return _FORGED_BOUNDARY.sub(r"\1\\", markdown)
+    A nonce, not a fixed line with look-alikes escaped: a fixed line can be imitated in ways no escaping
+    rule foresees (invisible format characters such as U+200B or U+FEFF before it, homoglyphs), and a model
+    reading the file ignores them. Content cannot hold this line: it cannot be guessed without ``SECRET_KEY``,
+    and a copy taken from an earlier file is stale, since any edit of the content changes the state token."""
+    nonce = salted_hmac("agent_handshake.llms_full.document_boundary", snapshot.token).hexdigest()[:16]
+    return f"<!-- document {nonce} -->"
 
 
 def _date(moment: datetime.datetime | None) -> str:
@@ -115,21 +118,23 @@ def render_document(document: Document, base_url: str, section: str = "") -> str
         meta.append(f"Type: {document.schema_type}")
     parts += [" · ".join(meta), ""]
     if document.markdown:
-        parts += [_body(document.markdown.strip()), ""]
+        parts += [document.markdown.strip(), ""]
     return "\n".join(parts)
 
 
 def iter_llms_full_txt(snapshot: Snapshot, base_url: str) -> Iterator[str]:
     """Yield ``/llms-full.txt`` in pieces: a header, then every document as its markdown page.
 
-    Each document starts with the line :data:`DOCUMENT_BOUNDARY`, section by section in the registry's order.
+    Each document starts with the line :func:`document_boundary`, section by section in the registry's order.
     """
+    boundary = document_boundary(snapshot)
     yield f"# {_text(snapshot.name) or 'This site'}\n\n"
     if snapshot.description:
         yield f"> {_text(snapshot.description)}\n\n"
     yield (
-        f"Every document below starts with the line `{DOCUMENT_BOUNDARY}`, then its `# title`, its summary and a "
-        "line of metadata (URL, section, date, type); no line of a document's text is that line.\n\n"
+        f"Every document below starts with the line `{boundary}`, then its `# title`, its summary and a "
+        "line of metadata (URL, section, date, type); no line of a document's text is that line (it changes "
+        "whenever the content does).\n\n"
     )
     chunk_size = app_settings.LLMS_FULL_CHUNK_SIZE
     fields = ("url", "title", "summary", "markdown", "published_at", "schema_type")
@@ -138,4 +143,9 @@ def iter_llms_full_txt(snapshot: Snapshot, base_url: str) -> Iterator[str]:
         documents = Document.objects.filter(content_type=content_type).order_by("-published_at", "pk")
         section = config.get_section()
         for document in documents.only(*fields).iterator(chunk_size=chunk_size):
-            yield f"{DOCUMENT_BOUNDARY}\n\n" + render_document(document, base_url, section) + "\n"
+            page = render_document(document, base_url, section)
+            # A process's snapshot may be up to STATE_TTL seconds older than a save made by another one: text that
+            # already holds this boundary is defused (one substring test a document).
+            if boundary in page:
+                page = page.replace(boundary, "\\" + boundary)
+            yield f"{boundary}\n\n{page}\n"

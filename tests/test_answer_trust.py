@@ -7,10 +7,12 @@ import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.test import override_settings
 
-from agent_handshake.ahp.answers import clean_untrusted
+from agent_handshake.ahp.answers import Evidence, clean_answer, clean_untrusted
 from agent_handshake.models import ContentSignalOverride, Document, Passage, SiteProfile
+from agent_handshake.retrieval.hybrid import HybridRetriever
 from demo_site.blog.models import Post
 from demo_site.pages.models import Page
+from demo_site.shop.models import Product
 from tests.test_converse import ask, assert_valid_response, llm_settings
 
 pytestmark = pytest.mark.django_db
@@ -158,6 +160,65 @@ def test_generated_answers_get_the_same_cleaning(client, demo_content, publish, 
     assert body["meta"]["guardrail"] == "links_removed"
 
 
+# Links that Python and a browser read differently: to a browser, each of these leaves the site.
+HOSTILE_URLS = [
+    "https://evil.example\\@testserver/x",  # urlsplit: host testserver; a browser: evil.example
+    "/\\evil.example/y",  # relative to urlsplit; "//evil.example/y" to a browser
+    "\\\\evil.example/y",
+    "///evil.example/y",
+    "//evil.example/x",
+    "https://user@testserver/x",
+    "https://testserver.evil.example/x",
+    "https:evil.example/x",
+    "http:///evil.example/x",
+    "javascript:alert(1)",
+    "JavaScript:alert(document.cookie)",
+    "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+]
+SITE_URLS = [
+    "/articles/descale-guide/",
+    "/articles/descale-guide/?page=2#steps",
+    "https://testserver/articles/x/",
+    "http://agents.example/x",
+    "//testserver/articles/x/",
+    "articles/x/",
+    "#steps",
+]
+
+
+def evidence_holding(url: str) -> list[Evidence]:
+    return [Evidence(1, "Guide", "/articles/guide/", "", f"Read the guide at [the guide]({url}) or {url} today.")]
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+def test_clean_answer_refuses_links_that_leave_the_site(url):
+    answer, guardrail = clean_answer(f"See [the guide]({url}) first.", evidence_holding(url))
+    assert answer == "See the guide first."
+    assert guardrail == "links_removed"
+
+
+@pytest.mark.parametrize("url", SITE_URLS)
+def test_clean_answer_keeps_the_sites_own_links(url):
+    answer = f"See [the guide]({url}) first."
+    assert clean_answer(answer, evidence_holding(url)) == (answer, None)
+
+
+def test_links_that_leave_the_site_are_removed_from_converse_answers(client, demo_content, publish):
+    from tests.testapp.models import Article
+
+    links = " ".join(f"Read [guide {n}]({url}) about citric acid descaling." for n, url in enumerate(HOSTILE_URLS))
+    bare = "Descaling bare link https://evil.example\\@testserver/x for citric acid."
+    publish(Article, title="Descaling a kettle", slug="descale", body=f"{links}\n\n{bare}")
+    _, body = ask(client, "citric acid descaling guide", context={"max_tokens": 1000})
+    answer = body["response"]["answer"]
+    assert body["response"]["sources"][0]["url"] == "/articles/descale/"
+    assert "citric acid" in answer
+    for hostile in ("evil.example", "javascript:", "data:"):
+        assert hostile not in answer.lower(), answer
+    assert "](" not in answer  # no link survives
+    assert body["meta"]["guardrail"] == "links_removed"
+
+
 # The relevance floor (§1)
 
 ON_TOPIC = [
@@ -195,6 +256,27 @@ def test_off_topic_questions_are_refused_honestly(client, demo_content, ahp_sche
     assert body["status"] == "success"
     assert body["response"]["sources"] == []
     assert body["response"]["answer"] == "Test Site has nothing that answers this question."
+
+
+def test_an_exact_sku_is_answered_below_the_floor(client, demo_content):
+    """A code means nothing to a sentence embedding (its nearest passage is under the floor), but the passage
+    that holds it is the answer: a full-text match of every word of the query keeps the hits."""
+    product = Product.objects.get(sku="LK-TEA-0001")  # demo_site/shop/fixtures/demo.json
+    hits = HybridRetriever().search_documents(product.sku, limit=5)
+    assert max(hit.similarity for hit in hits if hit.similarity is not None) < HybridRetriever().relevance_floor
+    _, body = ask(client, product.sku)
+    assert body["response"]["sources"][0]["url"] == product.get_absolute_url()
+    assert product.sku in body["response"]["answer"]
+
+
+def test_a_feed_listing_is_answered_below_the_floor(client, demo_content):
+    """ "latest videos" asks for items; it is like no passage, and a listing is not a question to refuse."""
+    hits = HybridRetriever().search_documents("latest videos", limit=5)
+    assert max(hit.similarity for hit in hits if hit.similarity is not None) < HybridRetriever().relevance_floor
+    _, body = ask(client, "latest videos", context={"accept_types": ["application/feed"]})
+    items = body["response"]["payload"]["items"]
+    assert items
+    assert all(item["metadata"]["content_type"].startswith("media/video") for item in items), items
 
 
 def test_the_floor_is_a_setting(client, demo_content):

@@ -168,6 +168,35 @@ def test_video_payload_and_fallback(client, demo):
     assert video.get_absolute_url() in body["response"]["answer"]
 
 
+@pytest.mark.parametrize(
+    "title",
+    [
+        'Brewing kombucha <img src=x onerror="alert(1)"> at home',
+        "Brewing kombucha [at home](https://evil.example/free-tea)",
+        "Brewing kombucha ![at home](https://evil.example/pixel.png)",
+    ],
+)
+def test_fallback_answers_clean_the_title_they_name(client, demo, publish, title):
+    """The fallback's "The video “<title>” is at <url>" is part of the answer, cleaned like the rest of it."""
+    video = publish(
+        Video,
+        title=title,
+        slug="kombucha",
+        description="How to brew kombucha from a black tea base with a scoby, in a two-week ferment.",
+        stream_url="https://media.example/kombucha.m3u8",
+        duration_seconds=300,
+    )
+    _, body = ask(client, "brew kombucha", capability="get_video", context={"accept_types": ["application/feed"]})
+    assert body["meta"]["fallback_from"] == "media/video"
+    answer = body["response"]["answer"]
+    assert answer.startswith("The video “Brewing kombucha ")
+    assert video.get_absolute_url() in answer
+    for hostile in ("<img", "onerror", "evil.example", "]("):
+        assert hostile not in answer, answer
+    if "evil.example" in title:
+        assert body["meta"]["guardrail"] == "links_removed"
+
+
 def test_unsupported_type_without_fallback(client, demo):
     response, body = ask(client, "tea", context={"accept_types": ["media/video"]})
     assert response.status_code == 400

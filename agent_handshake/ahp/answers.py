@@ -7,7 +7,8 @@ is checked before an agent sees it: an answer that leaks the instructions (a can
 words) is replaced by the extractive one, and citations must name a real source.
 
 Content is untrusted too: every answer, extractive or generated, leaves here as text without HTML markup and
-with links only to the site's own URLs (:func:`clean_answer`, one rule for both backends).
+with links only to the site's own URLs (:func:`clean_answer`, one rule for both backends; the concierge applies
+it again to the answer it assembles, so no title or custom backend's text skips it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http.request import validate_host
 from django.utils.html import strip_tags
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.module_loading import import_string
 
 from ..compat import openai_client
@@ -198,8 +200,9 @@ def _leaks_instructions(answer: str) -> bool:
 # Elements whose content is code or styling, not text: dropped whole, not just untagged.
 NON_TEXT_ELEMENTS = re.compile(r"<(script|style|template|noscript)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 INNER_SPACES = re.compile(r"(?<=\S)[ \t]{2,}(?=\S)")
-# A markdown link or image: [text](target) or ![alt](target), with an optional title.
-MARKDOWN_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(\s*<?([^\s<>)]*)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+# A markdown link or image: [text](target) or ![alt](target), with an optional title; the target may hold
+# balanced parentheses, as in CommonMark (``javascript:alert(1)``).
+MARKDOWN_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(\s*<?((?:[^\s<>()]|\([^\s<>()]*\))*)>?(?:\s+\"[^\"\n]*\")?\s*\)")
 
 
 def strip_markup(text: str) -> str:
@@ -218,17 +221,25 @@ def site_hosts(evidence: Sequence[Evidence]) -> list[str]:
 
 
 def is_site_url(url: str, hosts: Sequence[str]) -> bool:
-    """A relative URL, or an absolute one on one of ``hosts``."""
+    """A relative URL, or an http(s) one on one of ``hosts`` (matched as ``ALLOWED_HOSTS`` patterns are).
+
+    Browsers and Python's ``urlsplit`` disagree on some URLs (``/\\evil.example`` and ``///evil.example`` are
+    absolute to a browser, ``https://evil.example\\@site/`` goes to evil.example): a URL with a backslash,
+    whitespace, a control or format character, or userinfo (``user@host``) is refused outright, and the rest is
+    judged by Django's own check for safe redirects, which reads URLs as browsers do."""
     if url.lower().startswith("www."):
         url = "//" + url
+    if any(char == "\\" or char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in url):
+        return False
     try:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:
         return False
-    if not parts.scheme and not parts.netloc:
-        return True
-    return parts.scheme.lower() in ("", "http", "https") and bool(host) and validate_host(host, list(hosts))
+    if "@" in parts.netloc:
+        return False
+    own = {parts.netloc} if host and validate_host(host, list(hosts)) else set()
+    return url_has_allowed_host_and_scheme(url, allowed_hosts=own, require_https=False)
 
 
 def clean_answer(answer: str, evidence: Sequence[Evidence]) -> tuple[str, str | None]:

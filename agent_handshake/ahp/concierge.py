@@ -17,7 +17,7 @@ from ..conf import app_settings
 from ..models import Document
 from ..registry import Capability, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
-from .answers import Evidence, GeneratedAnswer, get_answer_backend, terms
+from .answers import Evidence, GeneratedAnswer, clean_answer, get_answer_backend, terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 
@@ -134,7 +134,7 @@ class ContentConcierge:
             reply.answer = f"{name} does not allow its content to be used in answers (content signal ai_input)."
             return reply
         hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=scope)
-        if not self.relevant(hits):
+        if not self.relevant(ctx, hits):
             return self.reply(ctx, [])
         if ctx.capability.clarify and not ctx.clarified and not ctx.filters and ctx.content_type == "text/answer":
             clarification = self.clarification(ctx, hits)
@@ -142,13 +142,24 @@ class ContentConcierge:
                 return clarification
         return self.reply(ctx, hits)
 
-    def relevant(self, hits: list[DocumentHit]) -> bool:
-        """Whether the site has anything on the question: the nearest passage is at least ``RELEVANCE_FLOOR``
-        (or the embedding model's measured floor) similar to it. Rank fusion cannot tell (the best of unrelated
-        passages is still ranked first); the embedding's cosine similarity can. Without vector scores (no
-        embeddings yet) the hits are kept."""
+    def relevant(self, ctx: ConverseContext, hits: list[DocumentHit]) -> bool:
+        """Whether the site has anything on the request.
+
+        A question is on the site's topics when its nearest passage is at least ``RELEVANCE_FLOOR`` (or the
+        embedding model's measured floor) similar to it: rank fusion cannot tell (the best of unrelated passages is
+        still ranked first); the embedding's cosine similarity can. Two things the embedding misses are kept
+        below the floor: a passage holding every word of the query (a SKU such as "LK-TEA-0001", a product
+        name: to a sentence embedding, a code is noise), and an ``application/feed`` listing ("latest videos"
+        asks for items, and is like no passage). Without vector scores (no embeddings yet) the hits are kept."""
+        if not hits:
+            return False
         similarities = [hit.similarity for hit in hits if hit.similarity is not None]
-        return bool(hits) and (not similarities or max(similarities) >= self.retriever.relevance_floor)
+        if not similarities or max(similarities) >= self.retriever.relevance_floor:
+            return True
+        if ctx.content_type == "application/feed":
+            return True
+        matched = [p.passage.pk for hit in hits for p in hit.passages if p.text_rank is not None]
+        return self.retriever.holds_every_word(ctx.query, matched)
 
     def clarification(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Clarification | None:
         """Ask which kind of content is meant when a bare topic's best results are split across kinds.
@@ -196,6 +207,8 @@ class ContentConcierge:
         answer = generated.text
         if ctx.fallback_from and hits:
             answer = self.describe(hits[0], ctx.fallback_from) + " " + answer
+        # The whole answer, once, whatever went into it (a title, a custom backend's text): content is untrusted.
+        answer, links_removed = clean_answer(answer, evidence)
         return Reply(
             answer=answer,
             content_type=ctx.content_type,
@@ -204,7 +217,7 @@ class ContentConcierge:
             payload=payload,
             tokens_used=generated.tokens_used,
             content_signals=combined_signals(sorted({hit.model_label for hit in hits})),
-            guardrail=generated.guardrail,
+            guardrail=generated.guardrail or links_removed,
         )
 
     def payload(self, ctx: ConverseContext, hits: list[DocumentHit]) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
 
 from ..conf import app_settings
@@ -230,6 +231,14 @@ class HybridRetriever:
                 [*candidate_params, *score_params, limit],
             )
             return [row[0] for row in cursor.fetchall()]
+
+    def holds_every_word(self, query: str, passage_ids: Sequence[int]) -> bool:
+        """Whether one of these passages holds every word of ``query`` (PostgreSQL's ``plainto_tsquery``: all of
+        its lexemes, stop words left out), in the full-text configuration the passages are indexed with."""
+        if not passage_ids:
+            return False
+        words = SearchQuery(query, config=app_settings.SEARCH_CONFIG, search_type="plain")
+        return Passage.objects.filter(pk__in=passage_ids, search_vector=words).exists()
 
     # Fusion
 
