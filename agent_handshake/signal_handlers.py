@@ -136,7 +136,7 @@ def _linked(through: type[Model], instance: Model, reverse: bool, model: type[Mo
     if reverse:
         # The base manager: a default manager that hides rows (unpublished ones) would leave them stale.
         return model._base_manager.filter(**{field.name: instance.pk})
-    return model._base_manager.filter(**{f"{field.related_query_name()}": instance.pk})
+    return model._base_manager.filter(**{field.related_query_name(): instance.pk})
 
 
 def settings_saved(sender: type[Model], **kwargs: Any) -> None:

@@ -263,8 +263,11 @@ def test_an_exact_sku_is_answered_below_the_floor(client, demo_content):
     that holds it is the answer: a full-text match of every word of the query keeps the hits."""
     product = Product.objects.get(sku="LK-TEA-0001")  # demo_site/shop/fixtures/demo.json
     hits = HybridRetriever().search_documents(product.sku, limit=5)
-    assert max(hit.similarity for hit in hits if hit.similarity is not None) < HybridRetriever().relevance_floor
-    _, body = ask(client, product.sku)
+    best = max(hit.similarity for hit in hits if hit.similarity is not None)
+    # The floor is set just above the SKU's best similarity (about MiniLM's own floor; how close depends on the
+    # rest of the content), so the embedding alone would refuse it for certain.
+    with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "sync", "RELEVANCE_FLOOR": best + 0.01}):
+        _, body = ask(client, product.sku)
     assert body["response"]["sources"][0]["url"] == product.get_absolute_url()
     assert product.sku in body["response"]["answer"]
 

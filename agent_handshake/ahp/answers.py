@@ -6,9 +6,10 @@ untrusted text. They are cleaned (control characters, our delimiter tags), wrapp
 is checked before an agent sees it: an answer that leaks the instructions (a canary marker or a run of their
 words) is replaced by the extractive one, and citations must name a real source.
 
-Content is untrusted too: every answer, extractive or generated, leaves here as text without HTML markup and
-with links only to the site's own URLs (:func:`clean_answer`, one rule for both backends; the concierge applies
-it again to the answer it assembles, so no title or custom backend's text skips it).
+Content is untrusted too: every answer reaches an agent as text without HTML markup and with links only to the
+site's own URLs (:func:`clean_answer`). The concierge applies it once to the answer it assembles, so no backend,
+custom ones included, and no title can skip it; :func:`check_output` also applies it to a model's text before
+counting its citations.
 """
 
 from __future__ import annotations
@@ -126,8 +127,8 @@ class ExtractiveAnswerer(AnswerBackend):
             cite = index + 1 == len(chosen) or chosen[index + 1][3] != source
             text = _trim_words(sentence, budget) if len(chosen) == 1 else sentence
             parts.append(f"{text} [{source}]" if cite else text)
-        text, guardrail = clean_answer(" ".join(parts), evidence)
-        return GeneratedAnswer(text, cited={source for *_, source in chosen}, guardrail=guardrail)
+        # Links and markup left in the chosen sentences are cleaned by the concierge, with the rest of the answer.
+        return GeneratedAnswer(" ".join(parts), cited={source for *_, source in chosen})
 
 
 def _trim_words(text: str, limit: int) -> str:

@@ -72,14 +72,14 @@ def sign_request(secret: str, method: str, full_path: str, body: bytes, timestam
     return {"X-AHP-Key-Id": key_id, "X-AHP-Timestamp": stamp, "X-AHP-Signature": f"v1={signature}"}
 
 
-def _printable_ascii(value: str) -> bool:
-    """Every credential we issue is printable ASCII; anything else (NUL, controls, other scripts) cannot match and
-    is refused before it reaches a query or a comparison."""
+def printable_ascii(value: str) -> bool:
+    """Every credential we issue, and every Idempotency-Key we accept, is printable ASCII; anything else (NUL,
+    controls, other scripts) cannot match and is refused before it reaches a query or a comparison."""
     return value.isascii() and value.isprintable()
 
 
 def _find_key(key_id: str | None) -> ApiKey | None:
-    if not key_id or not _printable_ascii(key_id):
+    if not key_id or not printable_ascii(key_id):
         return None
     return ApiKey.objects.select_related("client").filter(key_id=key_id).first()
 
@@ -98,7 +98,7 @@ def _usable(key: ApiKey) -> ApiKey:
 
 def _by_secret(secret: str, scheme: str) -> Credentials:
     secret = secret.strip()
-    key = _find_key(keys.key_id_of(secret)) if _printable_ascii(secret) else None
+    key = _find_key(keys.key_id_of(secret)) if printable_ascii(secret) else None
     if key is None or not keys.matches(secret, key.secret_hash):
         raise AuthError("The credentials are not valid.")
     return Credentials(_usable(key), scheme)

@@ -95,7 +95,7 @@ class Call:
         idempotency_key = self.request.headers.get("Idempotency-Key")
         if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
             return error_response(400, "invalid_request", f"Idempotency-Key is over {MAX_IDEMPOTENCY_KEY} characters.")
-        if idempotency_key and not (idempotency_key.isascii() and idempotency_key.isprintable()):
+        if idempotency_key and not auth.printable_ascii(idempotency_key):
             return error_response(400, "invalid_request", "Idempotency-Key must be printable ASCII characters.")
         try:
             with transaction.atomic():
