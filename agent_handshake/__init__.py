@@ -13,7 +13,7 @@ The public API::
         return agent_handshake.Outcome({...}, answer="...")
 """
 
-from .actions import ActionFailed, Deferred, Invocation, Outcome, capability
+from .concierge.invocation import ActionFailed, Deferred, Invocation, Outcome, capability
 from .registry import (
     Capability,
     ContentConfig,

@@ -267,9 +267,9 @@ class DeskRequestAdmin(ReadOnlyJobMixin, admin.ModelAdmin):
         return self.readonly_fields
 
     def save_model(self, request: HttpRequest, obj: DeskRequest, form: Any, change: bool) -> None:
-        from .actions import ActionFailed
-        from .desk import operator_outcome
-        from .jobs import complete_waiting
+        from .concierge.desk import operator_outcome
+        from .concierge.invocation import ActionFailed
+        from .concierge.jobs import complete_waiting
 
         answer = form.cleaned_data.get("operator_answer")
         if not answer:  # the form had no answer field: the request was answered or expired meanwhile

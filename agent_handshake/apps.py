@@ -9,7 +9,7 @@ class AgentHandshakeConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
-        from .capabilities import register_builtin_capabilities
+        from .concierge.capabilities import register_builtin_capabilities
         from .conf import app_settings
         from .signal_handlers import connect
 

@@ -118,7 +118,7 @@ DEFAULTS: dict[str, Any] = {
     # Answer length: the agent's context.max_tokens hint, DEFAULT_ANSWER_TOKENS without one, never above MAX.
     "DEFAULT_ANSWER_TOKENS": 300,
     "MAX_ANSWER_TOKENS": 1024,
-    # Dotted path to an AnswerBackend; empty: extractive answers. "agent_handshake.ahp.answers.OpenAIAnswerer"
+    # Dotted path to an AnswerBackend; empty: extractive answers. "agent_handshake.concierge.backends.OpenAIAnswerer"
     # uses the openai client (OPENAI_BASE_URL, OPENAI_API_KEY); ANSWER_OPTIONS go to its constructor.
     "ANSWER_BACKEND": "",
     "ANSWER_OPTIONS": {},
@@ -157,7 +157,7 @@ DEFAULTS: dict[str, Any] = {
     "CALLBACK_BACKOFF_SECONDS": 2,
     "CALLBACK_BACKOFF_MAX_SECONDS": 600,
     # Callback URLs given by agents (AHP §9, §13) are checked against SSRF before every delivery
-    # (agent_handshake/callbacks.py). HTTPS required: None means "unless settings.DEBUG"; True/False force it.
+    # (agent_handshake/concierge/callbacks.py). HTTPS required: None means "unless settings.DEBUG"; True/False force it.
     "CALLBACK_REQUIRE_HTTPS": None,
     # CIDR networks a callback may reach although they are private or loopback. FOR TESTS ONLY (a test receiver
     # on 127.0.0.1): whatever is listed here, any agent that submits a callback URL can make the server call.

@@ -146,7 +146,7 @@ def settings_saved(sender: type[Model], **kwargs: Any) -> None:
 def record_written(sender: type[Model], created: bool, raw: bool = False, **kwargs: Any) -> None:
     """A new idempotency record or accepted signature: purge expired ones after the commit (see jobs.py)."""
     if created and not raw:
-        from .jobs import purge_after_write
+        from .concierge.jobs import purge_after_write
 
         transaction.on_commit(partial(purge_after_write, sender))
 

@@ -34,15 +34,15 @@ def index_object(app_label: str, model_name: str, pk: str) -> str:
 @shared_task(name="agent_handshake.cleanup_sessions", ignore_result=True)
 def cleanup_sessions() -> int:
     """Delete converse sessions idle for longer than the session timeout."""
-    from .ahp.sessions import delete_expired_sessions
+    from .concierge.conversation import delete_expired_sessions
 
     return delete_expired_sessions()
 
 
 @shared_task(name="agent_handshake.run_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_job(job_id: str) -> str:
-    """Run an async capability's job (see :mod:`agent_handshake.jobs` for why running it twice is safe)."""
-    from .jobs import run
+    """Run an async capability's job (see :mod:`agent_handshake.concierge.jobs` for why running it twice is safe)."""
+    from .concierge.jobs import run
 
     return run(job_id)
 
@@ -57,7 +57,7 @@ def run_job(job_id: str) -> str:
 )
 def deliver_callback(self, job_id: str) -> None:
     """One callback attempt; schedules the next one, with backoff, when it must be retried."""
-    from .jobs import deliver_callback as deliver
+    from .concierge.jobs import deliver_callback as deliver
 
     countdown = deliver(job_id)
     if countdown is not None:
@@ -67,6 +67,6 @@ def deliver_callback(self, job_id: str) -> None:
 @shared_task(name="agent_handshake.recover_jobs", ignore_result=True)
 def recover_jobs() -> dict[str, int]:
     """Re-send jobs and callbacks whose messages were lost, expire unanswered desk requests, purge old rows."""
-    from .jobs import recover
+    from .concierge.jobs import recover
 
     return recover()

@@ -286,7 +286,7 @@ def forget_redis_queue(url: str, queue: str) -> None:
 
 def measure_broker(label: str, broker: str, args: argparse.Namespace, secret: str, workdir: Path) -> dict:
     """Figures 1-4 for one broker: its own gunicorn, worker, queue and receiver."""
-    from agent_handshake import callbacks
+    from agent_handshake.concierge import callbacks
     from agent_handshake.models import Job
 
     queue = f"bench-jobs-{uuid.uuid4().hex[:8]}"

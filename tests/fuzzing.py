@@ -283,7 +283,7 @@ def run(strategy: st.SearchStrategy[Case], count: int, check: Callable[[Case], N
 
 def resolve(case: Case, secret: str) -> dict[str, str]:
     """The case's headers with the placeholders replaced: a real bearer token, a real signature of the body."""
-    from agent_handshake.ahp.auth import sign_request
+    from agent_handshake.identity.auth import sign_request
 
     resolved = {name: value.replace(VALID_BEARER, f"Bearer {secret}") for name, value in case.headers.items()}
     if resolved.get("X-AHP-Signature") == SIGN:

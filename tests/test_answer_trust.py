@@ -7,7 +7,7 @@ import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.test import override_settings
 
-from agent_handshake.ahp.answers import Evidence, clean_answer, clean_untrusted
+from agent_handshake.concierge.backends import Evidence, clean_answer, clean_untrusted
 from agent_handshake.models import ContentSignalOverride, Document, Passage, SiteProfile
 from agent_handshake.retrieval.hybrid import HybridRetriever
 from demo_site.blog.models import Post

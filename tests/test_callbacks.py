@@ -20,7 +20,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from agent_handshake.callbacks import (
+from agent_handshake.concierge.callbacks import (
     USER_AGENT,
     CheckedURL,
     UnsafeCallbackURL,

@@ -225,9 +225,9 @@ def test_e011_default_model_package_missing(monkeypatch):
 
 
 def test_e012_answer_backend():
-    with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.ahp.answers.NoSuchAnswerer"}):
+    with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.concierge.backends.NoSuchAnswerer"}):
         assert ids(checks.check_backends()) == ["agent_handshake.E012"]
-    with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.ahp.answers.OpenAIAnswerer"}):
+    with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.concierge.backends.OpenAIAnswerer"}):
         assert checks.check_backends() == []
 
 

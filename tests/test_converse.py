@@ -392,7 +392,7 @@ def test_rate_limits_per_ip_and_per_agent(client, demo):
 def llm_settings(fake, **extra):
     return {
         "INDEX_ON_SAVE": "sync",
-        "ANSWER_BACKEND": "agent_handshake.ahp.answers.OpenAIAnswerer",
+        "ANSWER_BACKEND": "agent_handshake.concierge.backends.OpenAIAnswerer",
         "ANSWER_OPTIONS": {"model": "test-model", "base_url": fake.base_url, "api_key": "sk-test", "max_retries": 0},
         **extra,
     }
@@ -483,7 +483,7 @@ def test_injection_in_the_query_stays_data(client, demo, fake_openai, attempt):
 
 
 def test_model_output_that_leaks_or_follows_injections_is_not_served(client, demo, fake_openai):
-    from agent_handshake.ahp.answers import canary
+    from agent_handshake.concierge.backends import canary
 
     fake_openai.reply = lambda request: request["messages"][0]["content"]  # a model that obeys "print your prompt"
     with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai, **NO_FLOOR)):
@@ -529,7 +529,7 @@ def test_model_unreachable_falls_back_to_extractive(client, demo, fake_openai):
 
 
 def test_extractive_answer_never_repeats_a_sentence():
-    from agent_handshake.ahp.answers import Evidence, ExtractiveAnswerer
+    from agent_handshake.concierge.backends import Evidence, ExtractiveAnswerer
 
     shared = "Gyokuro is brewed at 50 to 60 °C with plenty of leaf."
     evidence = [

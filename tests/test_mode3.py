@@ -20,7 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 import agent_handshake
-from agent_handshake.ahp.auth import sign_request
+from agent_handshake.identity.auth import sign_request
 from agent_handshake.models import AgentClient, ApiKey, ConverseSession, Job
 from demo_site.shop.models import Appointment, Order, Product
 from tests.ahp import assert_valid_manifest
@@ -552,7 +552,7 @@ def test_api_key_admin_shows_the_secret_once(admin_client):
 def test_demo_key_only_in_debug_and_as_the_readme_shows(client, settings, shop):
     from pathlib import Path
 
-    from agent_handshake.ahp import keys
+    from agent_handshake.identity import keys
     from demo_site.pages.demo_key import KEY_ID, SALT, curl_examples, demo_secret
 
     settings.DEBUG = False

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.test import Client, override_settings
 from hypothesis import HealthCheck, example, given, settings
 
-from agent_handshake.ahp.auth import sign_request
+from agent_handshake.identity.auth import sign_request
 from agent_handshake.models import AgentClient, ApiKey
 from tests import fuzzing
 

@@ -28,19 +28,21 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from .. import content_signals, state
+from ..concierge import limits as ratelimit
+from ..concierge.answering import Clarification, ConverseContext, Reply, max_answer_tokens
+from ..concierge.backends import get_answer_backend
+from ..concierge.conversation import Owner, SessionError, load_session, new_session, standalone_query
 from ..conf import app_settings
+from ..identity import auth
 from ..models import ConverseSession
 from ..registry import Capability, capability_registry, content_registry
 from ..retrieval.embeddings import EmbeddingUnavailable
 from ..retrieval.hybrid import Filters
 from ..retrieval.index import EmbeddingModelChanged
-from . import auth, invoke, ratelimit
-from .answers import get_answer_backend
-from .concierge import Clarification, ConverseContext, Reply, max_answer_tokens
+from . import invoke
 from .errors import error_response, method_not_allowed
 from .negotiation import UnsupportedType, negotiate
 from .request import ConverseRequest, RequestError, parse_request
-from .sessions import Owner, SessionError, load_session, new_session, standalone_query
 
 logger = logging.getLogger(__name__)
 

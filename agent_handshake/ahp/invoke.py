@@ -31,8 +31,11 @@ from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
-from .. import callbacks, jobs, state
-from ..actions import (
+from .. import state
+from ..concierge import callbacks, jobs
+from ..concierge import limits as ratelimit
+from ..concierge.conversation import Owner, SessionError, load_session, new_session
+from ..concierge.invocation import (
     ActionFailed,
     Deferred,
     Invocation,
@@ -45,13 +48,12 @@ from ..actions import (
     response_object,
 )
 from ..conf import app_settings
+from ..identity import auth
 from ..models import ConverseSession, IdempotencyRecord, Job
 from ..registry import Capability
-from . import auth, ratelimit
 from .errors import error_response, method_not_allowed
 from .negotiation import Negotiated
 from .request import ConverseRequest, unstorable
-from .sessions import Owner, SessionError, load_session, new_session
 
 logger = logging.getLogger(__name__)
 MAX_IDEMPOTENCY_KEY = 255

@@ -7,7 +7,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import agent_handshake
-from agent_handshake import ActionFailed, Invocation, Outcome, capability, desk
+from agent_handshake import ActionFailed, Invocation, Outcome, capability
+from agent_handshake.concierge import desk
 
 from .models import Appointment, Order, Product
 

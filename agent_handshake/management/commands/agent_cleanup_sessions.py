@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ...ahp.sessions import delete_expired_sessions
+from ...concierge.conversation import delete_expired_sessions
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from agent_handshake.jobs import recover
+from agent_handshake.concierge.jobs import recover
 
 
 class Command(BaseCommand):

@@ -17,7 +17,7 @@ from ..conf import app_settings
 from ..models import Document
 from ..registry import Capability, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
-from .answers import Evidence, GeneratedAnswer, clean_answer, get_answer_backend, terms
+from .backends import Evidence, GeneratedAnswer, clean_answer, get_answer_backend, terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 

@@ -17,7 +17,7 @@ The function receives an :class:`Invocation` whose ``input`` has already been va
 ``input_schema``; what it returns is validated against ``output_schema`` before any agent sees it. It raises
 :class:`ActionFailed` for an expected refusal (a slot already taken); the agent gets that message. For an
 ``async`` capability it runs on a Celery worker, or returns :class:`Deferred` when something else will finish
-the job (:mod:`agent_handshake.desk`, the human desk).
+the job (:mod:`agent_handshake.concierge.desk`, the human desk).
 
 Structured input travels in ``context.input`` (an object); with none, the free-text ``query`` is mapped to the
 schema where that is deterministic (:func:`extract_input`), and what is still missing is asked for with
@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from .registry import Capability, capability_registry
+from ..registry import Capability, capability_registry
 
 if TYPE_CHECKING:
-    from .models import AgentClient, ApiKey, Job
+    from ..models import AgentClient, ApiKey, Job
 
 DEFAULT_RESPONSE_TYPES = {
     "query": ["application/data", "text/answer"],

@@ -29,8 +29,12 @@ from django.db import DatabaseError, models, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from . import callbacks, state
-from .actions import (
+from .. import state
+from ..conf import app_settings
+from ..models import ApiKey, IdempotencyRecord, Job, SeenSignature
+from ..registry import Capability, capability_registry
+from . import callbacks
+from .invocation import (
     ActionFailed,
     Deferred,
     Invocation,
@@ -40,9 +44,6 @@ from .actions import (
     response_meta,
     response_object,
 )
-from .conf import app_settings
-from .models import ApiKey, IdempotencyRecord, Job, SeenSignature
-from .registry import Capability, capability_registry
 
 logger = logging.getLogger(__name__)
 Status = Job.Status
@@ -50,13 +51,13 @@ ACTIVE = [Status.QUEUED, Status.RUNNING]
 
 
 def _enqueue(job_id: str, countdown: float | None = None) -> None:
-    from .tasks import run_job
+    from ..tasks import run_job
 
     run_job.apply_async((job_id,), countdown=countdown)
 
 
 def _enqueue_callback(job_id: str, countdown: float | None = None) -> None:
-    from .tasks import deliver_callback
+    from ..tasks import deliver_callback
 
     deliver_callback.apply_async((job_id,), countdown=countdown)
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from ..conf import app_settings
 from ..models import ApiKey, ConverseSession
-from .ratelimit import network_of
+from .limits import network_of
 
 
 class SessionError(Exception):

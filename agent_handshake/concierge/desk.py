@@ -2,7 +2,7 @@
 
 A site offers it with one call in its ``agents.py``::
 
-    from agent_handshake import desk
+    from agent_handshake.concierge import desk
 
     desk.register_escalation()  # "escalate_to_human", an async capability
 
@@ -21,9 +21,9 @@ from django.conf import settings
 from django.core.mail import mail_managers, send_mail
 from django.urls import NoReverseMatch, reverse
 
-from .actions import Deferred, Invocation, Outcome, capability
-from .conf import app_settings
-from .models import Job
+from ..conf import app_settings
+from ..models import Job
+from .invocation import Deferred, Invocation, Outcome, capability
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-from . import state
-from .ahp import concierge
-from .registry import Capability, capability_registry, content_registry
+from .. import state
+from ..registry import Capability, capability_registry, content_registry
+from . import answering
 
 PLAIN_TYPES = ("text/answer", "application/feed")
 
@@ -29,7 +29,7 @@ def register_builtin_capabilities() -> None:
             description="How to reach the site owner: email, phone, postal address, contact page.",
             mode="MODE1",
             response_types=["application/data", "text/answer"],
-            handler=concierge.contact,
+            handler=answering.contact,
             available=lambda: bool(state.snapshot().contact),
         )
     )
@@ -44,7 +44,7 @@ def register_builtin_capabilities() -> None:
             mode="MODE2",
             response_types=["text/answer"],
             models=about,
-            handler=concierge.site_info,
+            handler=answering.site_info,
         )
     )
     _register(
@@ -54,7 +54,7 @@ def register_builtin_capabilities() -> None:
             mode="MODE2",
             response_types=["text/answer", "application/feed"],
             clarify=True,
-            handler=concierge.content_answer,
+            handler=answering.content_answer,
         )
     )
     for config in configs:
@@ -69,6 +69,6 @@ def register_builtin_capabilities() -> None:
                 response_types=[config.content_type, "text/answer"],
                 accept_fallback=True,
                 models=(config.label,),
-                handler=concierge.content_answer,
+                handler=answering.content_answer,
             )
         )
