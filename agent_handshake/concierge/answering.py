@@ -1,14 +1,17 @@
-"""The MODE2 concierge: what a capability answers, from the site's content.
+"""Answering: what a MODE2 capability answers, from the site's content.
 
 A capability's handler receives a :class:`ConverseContext` (the standalone query, the negotiated content type,
-filters, the token limit) and returns a :class:`Reply` or a :class:`Clarification`. The handlers here serve
-``site_info``, ``content_search`` and the per-model ``get_<model>`` capabilities through one retrieval path.
+filters, the token limit) and returns a :class:`Reply` or a :class:`Clarification`. It may instead be a
+generator that yields :class:`Ranked` once it knows its sources and returns the reply, so that a streaming front
+door sends the sources before the answer is written; the handlers here do, and serve ``site_info``,
+``content_search`` and the per-model ``get_<model>`` capabilities through one retrieval path.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +48,8 @@ class Reply:
     tokens_used: int = 0
     content_signals: dict[str, bool] = field(default_factory=dict)
     guardrail: str | None = None
+    #: The retrieved documents (``Document`` primary keys) in rank order, as ``sources`` lists them.
+    document_ids: list[int] = field(default_factory=list)
 
     def response(self) -> dict[str, Any]:
         body: dict[str, Any] = {"content_type": self.content_type, "answer": self.answer}
@@ -53,6 +58,16 @@ class Reply:
         body["sources"] = self.sources
         body["follow_up"] = {"suggested_queries": self.suggested_queries}
         return body
+
+
+@dataclass
+class Ranked:
+    """The documents an answer will be written from, best first (yielded before the answer is)."""
+
+    document_ids: list[int]
+
+
+Steps = Generator[Ranked, None, "Reply | Clarification"]
 
 
 @dataclass
@@ -126,20 +141,22 @@ class ContentConcierge:
             published_before=ctx.filters.published_before,
         )
 
-    def handle(self, ctx: ConverseContext) -> Reply | Clarification:
+    def handle(self, ctx: ConverseContext) -> Steps:
         scope = self.scope(ctx)
         if scope is None:
+            yield Ranked([])
             reply = self.reply(ctx, [])
             name = state.snapshot().name or "This site"
             reply.answer = f"{name} does not allow its content to be used in answers (content signal ai_input)."
             return reply
         hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=scope)
         if not self.relevant(ctx, hits):
-            return self.reply(ctx, [])
-        if ctx.capability.clarify and not ctx.clarified and not ctx.filters and ctx.content_type == "text/answer":
+            hits = []
+        elif ctx.capability.clarify and not ctx.clarified and not ctx.filters and ctx.content_type == "text/answer":
             clarification = self.clarification(ctx, hits)
             if clarification:
                 return clarification
+        yield Ranked([hit.document_id for hit in hits])
         return self.reply(ctx, hits)
 
     def relevant(self, ctx: ConverseContext, hits: list[DocumentHit]) -> bool:
@@ -218,6 +235,7 @@ class ContentConcierge:
             tokens_used=generated.tokens_used,
             content_signals=combined_signals(sorted({hit.model_label for hit in hits})),
             guardrail=generated.guardrail or links_removed,
+            document_ids=[hit.document_id for hit in hits],
         )
 
     def payload(self, ctx: ConverseContext, hits: list[DocumentHit]) -> dict[str, Any] | None:
@@ -267,9 +285,9 @@ class ContentConcierge:
         return suggestions
 
 
-def site_info(ctx: ConverseContext) -> Reply | Clarification:
+def site_info(ctx: ConverseContext) -> Steps:
     """The site profile, plus what the pages marked ``site_info`` say."""
-    reply = ContentConcierge().handle(ctx)
+    reply = yield from ContentConcierge().handle(ctx)
     if isinstance(reply, Reply):
         snapshot = state.snapshot()
         intro = f"{snapshot.name}: {snapshot.description}".strip(": ") if snapshot.name else ""
@@ -278,8 +296,8 @@ def site_info(ctx: ConverseContext) -> Reply | Clarification:
     return reply
 
 
-def content_answer(ctx: ConverseContext) -> Reply | Clarification:
-    return ContentConcierge().handle(ctx)
+def content_answer(ctx: ConverseContext) -> Steps:
+    return (yield from ContentConcierge().handle(ctx))
 
 
 def contact(ctx: ConverseContext) -> Reply:

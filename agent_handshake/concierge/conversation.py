@@ -1,4 +1,11 @@
-"""Converse sessions (AHP §6.5): lookup with expiry and ownership, and rewriting follow-up questions.
+"""Conversations: a question's turn in a session, for every front door.
+
+:func:`converse` takes a :class:`Question` (capability, text, session, clarification, negotiated type,
+filters) from any front door and returns a :class:`Turn`, or raises one of :mod:`.errors`. It reads the session
+(only its owner's: the API key, or the client network of an anonymous session), resolves a pending
+clarification, rewrites a follow-up into a standalone query, checks the turn limit and the token budgets, and
+answers (from the answer cache when the same question was just answered); then, in a short transaction with the
+session row locked, checks the turn limit again and records the turn.
 
 A follow-up such as "and the second one?" or "how much is it?" means little on its own; before retrieval it is
 rewritten into a standalone query from the previous turn (its query and the sources it cited). The rules are
@@ -7,16 +14,34 @@ deterministic, so they work the same with or without an LLM configured.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import hashlib
+import inspect
+import json
+import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import caches
+from django.db import transaction
 from django.utils import timezone
 
+from .. import state
 from ..conf import app_settings
 from ..models import ApiKey, ConverseSession
-from .limits import network_of
+from ..registry import Capability
+from ..retrieval.embeddings import EmbeddingUnavailable
+from ..retrieval.hybrid import Filters
+from ..retrieval.index import EmbeddingModelChanged
+from . import errors
+from .answering import Clarification, ConverseContext, Ranked, Reply, max_answer_tokens
+from .backends import get_answer_backend
+from .limits import add_daily_tokens, daily_tokens_used, network_of, seconds_until_tomorrow, session_budget
+
+logger = logging.getLogger(__name__)
 
 
 class SessionError(Exception):
@@ -126,3 +151,220 @@ def standalone_query(query: str, turns: list[dict[str, Any]]) -> str:
         topic = sources[0]["title"] if sources else previous.get("standalone_query", "")
         return f"{topic} {rest}".strip()
     return query
+
+
+# --- a conversation's turn, for any front door ------------------------------------------------------------------
+
+
+@dataclass
+class Question:
+    """One question to a MODE2 capability, in no protocol's words."""
+
+    capability: Capability
+    text: str
+    session_id: str | None = None
+    #: The agent's answer to a pending clarification.
+    clarification: str | None = None
+    content_type: str = "text/answer"
+    #: The richer type the capability would have served, when negotiation fell back to text.
+    fallback_from: str | None = None
+    #: The agent's hint, capped by ``MAX_ANSWER_TOKENS``.
+    max_tokens: int | None = None
+    filters: Filters = field(default_factory=Filters)
+    requesting_agent: str = ""
+    #: Earlier questions the agent states itself (NLWeb ``context.prev``), used when the session has no turns.
+    previous: Sequence[str] = ()
+    #: An unknown, expired or someone else's ``session_id`` is an error (AHP); when False it starts a new
+    #: conversation (NLWeb, whose clients may name conversations themselves).
+    strict_session: bool = True
+
+
+@dataclass
+class Turn:
+    """What a question got: a reply or a clarification, in the conversation ``session_id``."""
+
+    session_id: str
+    reply: Reply | None = None
+    clarification: Clarification | None = None
+    cached: bool = False
+
+
+def _normalise(query: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", query.lower()).split())
+
+
+def converse(question: Question, owner: Owner) -> Turn:
+    """Answer ``question`` for ``owner`` and record the turn; raises :mod:`.errors` for what is refused."""
+    steps = converse_steps(question, owner)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
+    """:func:`converse` as a generator: it yields :class:`~.answering.Ranked` once the sources are known (before
+    the answer is written, so a streaming front door can send them first) and returns the :class:`Turn`.
+
+    The slow work (the query's embedding, the answer backend's call with its timeout and retries) runs on a
+    session read without a lock and outside any transaction; only recording the turn locks the row, briefly,
+    and checks again what a concurrent request may have changed meanwhile (see :func:`_locked`).
+    """
+    capability = question.capability
+    session = _session(question, owner)
+    _check_turns(session)
+
+    query = question.text
+    filters = question.filters
+    clarified = False
+    pending = session.pending_clarification
+    if question.clarification and pending:
+        choice = question.clarification.strip().lower()
+        clarified = True
+        query = pending.get("query") or query
+        if choice in pending.get("scopes", {}):
+            filters = dataclasses.replace(filters, models=pending["scopes"][choice])
+        else:
+            query = f"{query} {question.clarification}"
+    elif question.clarification:
+        query = f"{query} {question.clarification}"
+        clarified = True
+    turns = session.turns or [{"query": text, "standalone_query": text} for text in question.previous]
+    standalone = standalone_query(query, turns) if not clarified else query
+
+    network = network_of(owner.address)
+    _check_budgets(session, network)
+    context = ConverseContext(
+        capability=capability,
+        query=standalone,
+        original_query=question.text,
+        content_type=question.content_type,
+        fallback_from=question.fallback_from,
+        max_tokens=max_answer_tokens(question.max_tokens),
+        filters=filters,
+        clarified=clarified,
+    )
+    cache_key = _cache_key(context) if standalone == question.text and not clarified else None
+    cache = caches[app_settings.CACHE_ALIAS]
+    cached = cache.get(cache_key) if cache_key else None
+    if cached is not None:
+        reply, from_cache = Reply(**cached), True
+        reply.tokens_used = 0
+        yield Ranked(list(reply.document_ids))
+    else:
+        try:
+            result = capability.handler(context)
+            if inspect.isgenerator(result):
+                result = yield from result
+        except (EmbeddingUnavailable, EmbeddingModelChanged) as exc:
+            logger.exception("Retrieval is unavailable")
+            raise errors.Unavailable(f"Search is unavailable right now: {exc}") from exc
+        if isinstance(result, Clarification):
+            return _clarify(session, owner, result, query)
+        reply, from_cache = result, False
+        if cache_key and app_settings.ANSWER_CACHE_TIMEOUT != 0:
+            cache.set(cache_key, dataclasses.asdict(reply), app_settings.ANSWER_CACHE_TIMEOUT)
+    add_daily_tokens(network, reply.tokens_used)  # spent, whether or not the turn is recorded
+
+    turn = {
+        "query": question.text,
+        "standalone_query": standalone,
+        "answer": reply.answer[:1000],
+        "sources": [{"title": s["title"], "url": s["url"]} for s in reply.sources],
+        "tokens": reply.tokens_used,
+    }
+    with transaction.atomic():
+        session = _locked(session, owner)
+        if session.pending_clarification == pending:  # answered or abandoned, unless replaced meanwhile
+            session.pending_clarification = None
+        session.turns = [*session.turns, turn]
+        session.tokens_used += reply.tokens_used
+        session.last_active_at = timezone.now()
+        session.save()
+    return Turn(session.pk, reply=reply, cached=from_cache)
+
+
+def _session(question: Question, owner: Owner) -> ConverseSession:
+    if question.session_id:
+        try:
+            return _load(question.session_id, owner)
+        except (errors.NotFound, errors.Gone):
+            if question.strict_session:
+                raise
+    return new_session(question.capability.name, question.requesting_agent, owner)
+
+
+def _load(session_id: str, owner: Owner, *, lock: bool = False) -> ConverseSession:
+    try:
+        return load_session(session_id, owner, lock=lock)
+    except SessionError as exc:
+        error = errors.Gone if exc.status == 410 else errors.NotFound
+        raise error(exc.message, reason=exc.reason) from exc
+
+
+def _locked(session: ConverseSession, owner: Owner) -> ConverseSession:
+    """``session`` read again under its row lock (in the caller's transaction) to record a turn: it may have
+    been deleted, or filled up by concurrent requests, while this one was being answered."""
+    if session._state.adding:
+        return session  # started by this request: nobody else can see it yet
+    session = _load(session.pk, owner, lock=True)
+    _check_turns(session)
+    return session
+
+
+def _check_turns(session: ConverseSession) -> None:
+    if len(session.turns) >= app_settings.SESSION_MAX_TURNS:
+        raise errors.RateLimited(
+            f"This session has had its {app_settings.SESSION_MAX_TURNS} turns; start a new session.",
+            scope="session",
+            retry_after=None,
+        )
+
+
+def _check_budgets(session: ConverseSession, network: str) -> None:
+    if get_answer_backend().name == "extractive":
+        return  # budgets count model tokens; extractive answers spend none
+    budget = session_budget("authenticated" if session.api_key_id else "unauthenticated")
+    if budget and session.tokens_used >= budget:
+        raise errors.RateLimited(
+            "Token budget for this session has been exhausted.", scope="session_tokens", retry_after=None
+        )
+    daily = app_settings.DAILY_TOKEN_BUDGET_PER_IP
+    if daily and daily_tokens_used(network) >= daily:
+        raise errors.RateLimited(
+            "Daily token budget for this IP address is exhausted.", scope="ip", retry_after=seconds_until_tomorrow()
+        )
+
+
+def _cache_key(context: ConverseContext) -> str:
+    parts = [
+        context.capability.name,
+        _normalise(context.query),
+        context.content_type,
+        context.fallback_from,
+        context.max_tokens,
+        sorted(context.filters.models),
+        sorted(context.filters.content_types),
+        str(context.filters.published_after),
+        str(context.filters.published_before),
+        None if context.filters.documents is None else sorted(context.filters.documents),
+        get_answer_backend().name,
+        state.snapshot().token,
+    ]
+    digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+    return f"agent_handshake:answer:{digest}"
+
+
+def _clarify(session: ConverseSession, owner: Owner, clarification: Clarification, query: str) -> Turn:
+    with transaction.atomic():
+        session = _locked(session, owner)
+        session.pending_clarification = {
+            "question": clarification.question,
+            "options": clarification.options,
+            "scopes": clarification.scopes,
+            "query": query,
+        }
+        session.last_active_at = timezone.now()
+        session.save()
+    return Turn(session.pk, clarification=clarification)

@@ -26,12 +26,15 @@ MODES = ("hybrid", "vector", "text")
 
 @dataclass(frozen=True)
 class Filters:
-    """Restrictions a request may put on retrieval (registered model labels, AHP content types, dates)."""
+    """Restrictions a request may put on retrieval: registered model labels, AHP content types, dates, and the
+    documents a front door already narrowed the search to (``documents``: None is all of them, an empty list
+    none; NLWeb's price constraint is one)."""
 
     models: Sequence[str] = ()
     content_types: Sequence[str] = ()
     published_after: datetime.datetime | None = None
     published_before: datetime.datetime | None = None
+    documents: Sequence[int] | None = None
 
     def sql(self) -> tuple[str, list]:
         clauses, params = [], []
@@ -47,10 +50,19 @@ class Filters:
         if self.published_before:
             clauses.append("published_at <= %s")
             params.append(self.published_before)
+        if self.documents is not None:
+            clauses.append("document_id = ANY(%s)")
+            params.append(list(self.documents))
         return "".join(f" AND {clause}" for clause in clauses), params
 
     def __bool__(self) -> bool:
-        return bool(self.models or self.content_types or self.published_after or self.published_before)
+        return bool(
+            self.models
+            or self.content_types
+            or self.published_after
+            or self.published_before
+            or self.documents is not None
+        )
 
 
 @dataclass(frozen=True)
