@@ -1,0 +1,79 @@
+"""Server-Sent Events for any front door: each event reaches the client when it is written.
+
+Three things stand between a generator of events and a client that sees them as they come, and
+:func:`event_stream` deals with each:
+
+- **ASGI.** Django serves a *synchronous* iterator under ASGI by collecting it into a list first (and an
+  asynchronous one under WSGI likewise), so the events would all arrive at the end. The response's iterator is
+  chosen by the server that runs the request: under ASGI an asynchronous one that advances the synchronous
+  generator one event at a time in the request's thread (``sync_to_async(thread_sensitive=True)``, where Django
+  runs sync views and their database connections).
+- **Compression.** ``GZipMiddleware`` compresses a streamed response without flushing, so small events wait in
+  the compressor until the stream ends. When the client accepts gzip, the stream is compressed here with a sync
+  flush after every event (``Content-Encoding: gzip`` then tells the middleware to leave it alone); otherwise it
+  is sent as it is.
+- **Proxies.** ``Cache-Control: no-cache`` and ``X-Accel-Buffering: no`` ask caches and nginx not to hold it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, StreamingHttpResponse
+from django.utils.cache import patch_vary_headers
+
+CONTENT_TYPE = "text/event-stream; charset=utf-8"
+_ACCEPTS_GZIP = re.compile(r"\bgzip\b")
+_DONE = object()
+
+
+def event(name: str, data: Any) -> bytes:
+    """One event: its name and its data as one line of JSON (JSON escapes newlines, so one ``data:`` line)."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {name}\ndata: {payload}\n\n".encode()
+
+
+def accepts_event_stream(request: HttpRequest) -> bool:
+    """Whether the request's ``Accept`` header asks for an event stream (whatever else it lists)."""
+    return "text/event-stream" in request.headers.get("Accept", "")
+
+
+def _gzip(events: Iterable[bytes]) -> Iterator[bytes]:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip header and trailer
+    for chunk in events:
+        yield compressor.compress(chunk) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    yield compressor.flush()
+
+
+async def _one_at_a_time(events: Iterator[bytes]) -> AsyncIterator[bytes]:
+    advance = sync_to_async(next, thread_sensitive=True)
+    while True:
+        chunk = await advance(events, _DONE)
+        if chunk is _DONE:
+            return
+        yield chunk
+
+
+def event_stream(request: HttpRequest, events: Iterable[bytes], status: int = 200) -> StreamingHttpResponse:
+    """A streamed ``text/event-stream`` response of ``events`` (see the module docstring)."""
+    django_request = getattr(request, "_request", request)  # a DRF Request wraps Django's
+    stream: Iterator[bytes] = iter(events)
+    gzipped = bool(_ACCEPTS_GZIP.search(django_request.headers.get("Accept-Encoding", "")))
+    if gzipped:
+        stream = _gzip(stream)
+    content: Iterator[bytes] | AsyncIterator[bytes] = (
+        _one_at_a_time(stream) if isinstance(django_request, ASGIRequest) else stream
+    )
+    response = StreamingHttpResponse(content, status=status, content_type=CONTENT_TYPE)
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    if gzipped:
+        response.headers["Content-Encoding"] = "gzip"
+    patch_vary_headers(response, ("Accept", "Accept-Encoding"))
+    return response
