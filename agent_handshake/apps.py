@@ -9,10 +9,13 @@ class AgentHandshakeConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .ahp.render import status_body
         from .concierge.capabilities import register_builtin_capabilities
+        from .concierge.jobs import register_callback_renderer
         from .conf import app_settings
         from .signal_handlers import connect
 
         autodiscover_modules(app_settings.AUTODISCOVER_MODULE)
         register_builtin_capabilities()
+        register_callback_renderer("ahp", status_body)  # async jobs' callbacks are AHP's (§9.1)
         connect()

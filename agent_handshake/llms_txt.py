@@ -68,7 +68,8 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
     lines += [
         "This site supports the Agent Handshake Protocol (AHP/0.1). "
         f"Capabilities, content signals and endpoints: {manifest_url}. "
-        f"Every page's full text: {full_url}."
+        f"Every page's full text: {full_url}. "
+        f"Questions in natural language (NLWeb v0.54): POST {base_url + reverse('agent_handshake:nlweb_ask')}."
         + (
             f" Each page listed below has a markdown version at its URL with `{app_settings.MARKDOWN_SUFFIX}` "
             "appended, or with `Accept: text/markdown`."

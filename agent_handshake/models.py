@@ -369,6 +369,7 @@ class Job(models.Model):
         SUCCESS = "success", _("success")
         FAILED = "failed", _("failed")
         EXPIRED = "expired", _("expired")
+        CANCELLED = "cancelled", _("cancelled")
 
     class Callback(models.TextChoices):
         NONE = "", _("no callback")
@@ -377,7 +378,7 @@ class Job(models.Model):
         FAILED = "failed", _("gave up")
 
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING)
-    FINAL = (Status.SUCCESS, Status.FAILED, Status.EXPIRED)
+    FINAL = (Status.SUCCESS, Status.FAILED, Status.EXPIRED, Status.CANCELLED)
 
     id = models.CharField(primary_key=True, max_length=64, default=_session_id, editable=False)
     capability = models.CharField(_("capability"), max_length=64)
@@ -391,7 +392,9 @@ class Job(models.Model):
     content_type = models.CharField(max_length=100, default="text/answer")
     fallback_from = models.CharField(max_length=100, blank=True)
     eta_seconds = models.PositiveIntegerField(null=True, blank=True)
-    #: The success ``response`` object (content_type, answer, payload...) and its ``meta``.
+    #: The front door that accepted it ("ahp", "nlweb"...): it renders the job's callback.
+    protocol = models.CharField(max_length=16, default="ahp", editable=False)
+    #: A successful job's outcome: ``{"data", "answer", "side_effects"}`` (each front door renders it).
     result = models.JSONField(null=True, blank=True)
     #: {"code", "message"} of a failed job.
     error = models.JSONField(null=True, blank=True)
@@ -435,8 +438,26 @@ class Job(models.Model):
 
     @property
     def public_status(self) -> str:
-        """The §9.2 status: queued, running and waiting are all ``pending`` to the agent."""
+        """The §9.2 status: queued, running and waiting are all ``pending`` to the agent; a cancelled job
+        ``failed`` (with the error code ``cancelled``)."""
+        if self.status == self.Status.CANCELLED:
+            return "failed"
         return "pending" if self.status in self.ACTIVE else self.status
+
+
+class CancelRequest(models.Model):
+    """A caller's request to stop a running job.
+
+    Its own table, with no foreign key: the worker running the job holds the job's row lock for the whole run,
+    and writing the job row (or a row that references it) would wait for the job to end. The worker reads this
+    before it commits the job's result, and discards the result if it finds it.
+    """
+
+    job_id = models.CharField(primary_key=True, max_length=64)
+    requested_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.job_id
 
 
 class DeskRequest(Job):

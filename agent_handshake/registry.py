@@ -219,6 +219,11 @@ class Capability:
     #: (or ``Deferred`` for an async job that something else completes, like the human desk).
     handler: Callable[..., Any] | None = field(default=None, repr=False)
     available: Callable[[], bool] | None = field(default=None, repr=False)
+    #: MODE3: the content it acts on, as {model label: object -> prefilled input}: an answer listing such an
+    #: object offers the capability as one of the object's actions (NLWeb ``actions[]``), its input filled in.
+    applies_to: dict[str, Callable[[Any], dict[str, Any]]] = field(default_factory=dict, repr=False)
+    #: The schema.org Action type an action of this capability is (None: CheckAction for a query, else Action).
+    action_schema_type: str | None = None
 
     def __post_init__(self) -> None:
         if self.action_type in ("action", "async") and self.scope is None:

@@ -10,6 +10,8 @@ Every path the app serves, in one place:
 ``<object url>.md``                     an object's markdown version (served by the middleware)
 ``POST /agent/converse``                AHP MODE2/MODE3 questions and capabilities (``agent_handshake:converse``)
 ``GET /agent/converse/status/<id>``     an async job's status (``agent_handshake:converse_status``)
+``POST /ask``                           NLWeb v0.54 questions and capabilities (``agent_handshake:nlweb_ask``)
+``POST /await``                         NLWeb: check in on, or cancel, a Promise (``agent_handshake:nlweb_await``)
 ======================================  =========================================================
 """
 
@@ -18,6 +20,7 @@ from django.urls import path
 from . import views
 from .ahp.converse import ConverseView
 from .ahp.invoke import JobStatusView
+from .nlweb.views import AskView, AwaitView
 
 app_name = "agent_handshake"
 
@@ -28,4 +31,6 @@ urlpatterns = [
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
     path("agent/converse", ConverseView.as_view(), name="converse"),
     path("agent/converse/status/<str:session_id>", JobStatusView.as_view(), name="converse_status"),
+    path("ask", AskView.as_view(), name="nlweb_ask"),
+    path("await", AwaitView.as_view(), name="nlweb_await"),
 ]

@@ -28,7 +28,7 @@ from ..identity import auth
 from ..registry import Capability, capability_registry, content_registry
 from ..retrieval.hybrid import Filters
 from . import invoke
-from .errors import error_response, method_not_allowed
+from .errors import error_response, method_not_allowed, render_error
 from .negotiation import UnsupportedType, negotiate
 from .request import ConverseRequest, RequestError, parse_request
 
@@ -178,15 +178,6 @@ class ConverseView(View):
             published_after=converse_request.published_after,
             published_before=converse_request.published_before,
         )
-
-
-def render_error(exc: errors.ConciergeError) -> JsonResponse:
-    """A domain error as AHP §10 JSON (with ``Retry-After`` when the wait is known)."""
-    response = error_response(exc.status, exc.code, exc.message, **exc.details)
-    retry_after = exc.details.get("retry_after")
-    if exc.status == 429 and isinstance(retry_after, int):
-        response.headers["Retry-After"] = str(retry_after)
-    return response
 
 
 def render_turn(turn: Turn, capability: Capability, fallback_from: str | None) -> JsonResponse:

@@ -6,6 +6,8 @@ from typing import Any
 
 from django.http import JsonResponse
 
+from ..concierge import errors
+
 
 def error_response(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
     body = {"status": "error", "code": code, "message": message, **extra}
@@ -20,4 +22,13 @@ def method_not_allowed(method: str, allowed: list[str]) -> JsonResponse:
         allowed_methods=allowed,
     )
     response["Allow"] = ", ".join(allowed)
+    return response
+
+
+def render_error(exc: errors.ConciergeError) -> JsonResponse:
+    """A domain error as AHP §10 JSON (with ``Retry-After`` when the wait is known)."""
+    response = error_response(exc.status, exc.code, exc.message, **exc.details)
+    retry_after = exc.details.get("retry_after")
+    if exc.status == 429 and isinstance(retry_after, int):
+        response.headers["Retry-After"] = str(retry_after)
     return response

@@ -17,12 +17,9 @@ content type. Here:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import Any
 
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -32,43 +29,23 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from .. import state
-from ..concierge import callbacks, jobs
+from ..concierge import calls, errors, jobs
 from ..concierge import limits as ratelimit
-from ..concierge.conversation import Owner, SessionError, load_session, new_session
-from ..concierge.invocation import (
-    ActionFailed,
-    Deferred,
-    Invocation,
-    OutputInvalid,
-    check_input,
-    check_output,
-    extract_input,
-    field_question,
-    response_meta,
-    response_object,
-)
-from ..conf import app_settings
+from ..concierge.conversation import Owner
+from ..concierge.validation import unstorable
 from ..identity import auth
-from ..models import ConverseSession, IdempotencyRecord, Job
+from ..models import Job
 from ..registry import Capability
-from .errors import error_response, method_not_allowed
+from .errors import error_response, method_not_allowed, render_error
 from .negotiation import Negotiated
-from .request import ConverseRequest, unstorable
+from .render import response_meta, response_object, status_body
+from .request import ConverseRequest
 
 logger = logging.getLogger(__name__)
-MAX_IDEMPOTENCY_KEY = 255
-
-
-class Rejected(Exception):
-    """A response that must not be recorded (the transaction, idempotency record included, is rolled back)."""
-
-    def __init__(self, response: HttpResponse) -> None:
-        super().__init__(response.status_code)
-        self.response = response
 
 
 class Call:
-    """One MODE3 request."""
+    """One MODE3 request: a :class:`~agent_handshake.concierge.calls.Call`, rendered as AHP."""
 
     def __init__(
         self,
@@ -81,207 +58,70 @@ class Call:
         usages: list[ratelimit.Usage],
     ) -> None:
         self.request = request
-        self.body = body
         self.data = converse_request
         self.capability = capability
-        self.credentials = credentials
-        self.key = credentials.key if credentials else None
-        self.owner = Owner(self.key, ratelimit.client_address(request))
         self.negotiated = negotiated
-        self.usages = usages
+        key = credentials.key if credentials else None
+        self.call = calls.Call(
+            capability=capability,
+            owner=Owner(key, ratelimit.client_address(request)),
+            request=request,
+            protocol="ahp",
+            query=converse_request.query,
+            input=converse_request.input,
+            input_prefix="context.input.",
+            session_id=converse_request.session_id,
+            clarification=converse_request.clarification,
+            requesting_agent=converse_request.requesting_agent,
+            callback_url=converse_request.callback_url,
+            callback_field="context.callback_url",
+            content_type=negotiated.content_type,
+            fallback_from=negotiated.fallback_from,
+            fingerprint_of={k: v for k, v in converse_request.raw.items() if k != "auth"},
+            usages=usages,
+        )
 
     def respond(self) -> HttpResponse:
-        limited = self.count()
-        if limited is not None:
-            return limited
         idempotency_key = self.request.headers.get("Idempotency-Key")
-        if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-            return error_response(400, "invalid_request", f"Idempotency-Key is over {MAX_IDEMPOTENCY_KEY} characters.")
         if idempotency_key and not auth.printable_ascii(idempotency_key):
             return error_response(400, "invalid_request", "Idempotency-Key must be printable ASCII characters.")
         try:
-            with transaction.atomic():
-                if idempotency_key and self.key is not None:
-                    return self.once(idempotency_key)
-                status, body = self.run()
-                return JsonResponse(body, status=status)
-        except Rejected as rejected:
-            return rejected.response
-
-    # --- steps --------------------------------------------------------------------------------------------------
-
-    def count(self) -> HttpResponse | None:
-        capability = self.capability
-        rate = capability.rate_limit or (
-            app_settings.ACTION_RATE_LIMIT if capability.action_type in ("action", "async") else None
-        )
-        if not rate:
-            return None
-        who = self.key.key_id if self.key else ratelimit.client_ip(self.request)
-        usage = ratelimit.count_request(self.request, f"capability:{capability.name}", who, rate)
-        self.usages.append(usage)
-        if usage.exceeded:
-            return error_response(
-                429,
-                "rate_limited",
-                f"Rate limit of {rate} exceeded for {capability.name!r}.",
-                scope=usage.public_scope,
-                retry_after=usage.retry_after,
-            )
-        return None
-
-    def fingerprint(self) -> str:
-        raw = {k: v for k, v in self.data.raw.items() if k != "auth"}
-        canonical = json.dumps([self.request.path, raw], sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-    def once(self, idempotency_key: str) -> HttpResponse:
-        """Run at most once per (API key, Idempotency-Key); a retry gets the first response."""
-        fingerprint = self.fingerprint()
-        record, created = IdempotencyRecord.objects.get_or_create(
-            api_key=self.key, key=idempotency_key, defaults={"request_hash": fingerprint, "status_code": 0, "body": {}}
-        )
-        if not created:
-            if record.request_hash != fingerprint:
-                return error_response(
-                    422,
-                    "invalid_request",
-                    "This Idempotency-Key was used for a different request; use a new key for a new request.",
-                )
-            response = JsonResponse(record.body, status=record.status_code)
+            status, body = self.call.respond(self.render, idempotency_key)
+        except errors.ConciergeError as exc:
+            return render_error(exc)
+        response = JsonResponse(body, status=status)
+        if self.call.replayed:
             response.headers["Idempotent-Replayed"] = "true"
-            return response
-        status, body = self.run()
-        record.status_code, record.body = status, body
-        record.save(update_fields=["status_code", "body"])
-        return JsonResponse(body, status=status)
+        return response
 
-    def run(self) -> tuple[int, dict[str, Any]]:
-        first, second = self.resolve_input()
-        if isinstance(first, int):  # an error or a clarification question
-            return first, second
-        data, session = first, second
-        if self.capability.action_type == "async":
-            return self.accept(data)
-        return self.execute(data, session)
-
-    def resolve_input(self) -> tuple[Any, Any]:
-        """The validated input and the session it was gathered in, or (status, body) of an error or a
-        clarification question."""
-        capability, request = self.capability, self.data
-        session = None
-        gathered: dict[str, Any] = {}
-        if request.session_id:
-            try:
-                session = load_session(request.session_id, self.owner, lock=True)
-            except SessionError as exc:
-                raise Rejected(error_response(exc.status, "invalid_request", exc.message, reason=exc.reason)) from exc
-            pending = session.pending_clarification or {}
-            if pending.get("kind") == "input" and session.capability == capability.name:
-                gathered = dict(pending.get("input") or {})
-        structured = request.input is not None
-        if gathered:  # continuing a clarification: the answer fills in what was missing
-            answer = request.clarification or request.query
-            data = {**gathered, **extract_input(capability, answer), **(request.input or {})}
-        elif structured:
-            data = dict(request.input or {})
-        else:
-            data = extract_input(capability, request.query)
-        problem = check_input(capability, data)
-        if problem is None:
-            return data, session
-        if problem.invalid:
-            prefix = "context.input." if structured else "input."
-            fields = sorted(prefix + name for name in problem.invalid)
-            detail = "; ".join(f"{name}: {message}" for name, message in sorted(problem.invalid.items())[:5])
-            return 400, {
-                "status": "error",
-                "code": "invalid_request",
-                "message": f"Invalid input for {capability.name!r}: {detail}",
-                "fields": fields,
+    def render(self, result: calls.Result) -> tuple[int, dict[str, Any]]:
+        """A call's result as the AHP status and body (§6.2-§6.4, §10)."""
+        if isinstance(result, calls.Refused):
+            error = result.error
+            return error.status, {"status": "error", "code": error.code, "message": error.message, **error.details}
+        if isinstance(result, calls.NeedsInput):
+            return 200, {
+                "status": "clarification_needed",
+                "session_id": result.session_id,
+                "clarification": {"question": result.question, "options": None, "free_form": True},
             }
-        if structured and not gathered:
-            return 400, {
-                "status": "error",
-                "code": "missing_field",
-                "message": f"{capability.name!r} needs: {', '.join(problem.missing)}.",
-                "fields": [f"context.input.{name}" for name in problem.missing],
+        if isinstance(result, calls.Accepted):
+            job = result.job
+            body: dict[str, Any] = {
+                "status": "accepted",
+                "session_id": job.pk,
+                "eta_seconds": job.eta_seconds,
+                "poll": reverse("agent_handshake:converse_status", args=[job.pk]),
             }
-        return self.ask(session, data, problem.missing)
-
-    def ask(self, session: ConverseSession | None, data: dict[str, Any], missing: list[str]) -> tuple[int, dict]:
-        """Ask for the fields the query did not state (§6.3); the answer comes back as ``clarification``."""
-        if session is None:
-            session = new_session(self.capability.name, self.data.requesting_agent, self.owner)
-        question = field_question(self.capability, missing)
-        session.capability = self.capability.name
-        session.pending_clarification = {"kind": "input", "input": data, "missing": missing, "question": question}
-        session.last_active_at = timezone.now()
-        session.save()
-        return 200, {
-            "status": "clarification_needed",
-            "session_id": session.pk,
-            "clarification": {"question": question, "options": None, "free_form": True},
-        }
-
-    def accept(self, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        callback_url = self.data.callback_url
-        if callback_url:
-            try:
-                callbacks.check_callback_url(callback_url)
-            except callbacks.UnsafeCallbackURL as exc:
-                return 400, {
-                    "status": "error",
-                    "code": "invalid_request",
-                    "message": f"context.callback_url is refused: {exc}",
-                    "fields": ["context.callback_url"],
-                }
-        job = jobs.accept(
-            self.capability,
-            input=data,
-            query=self.data.query,
-            key=self.key,
-            requesting_agent=self.data.requesting_agent,
-            content_type=self.negotiated.content_type,
-            fallback_from=self.negotiated.fallback_from,
-            callback_url=callback_url,
-        )
-        body: dict[str, Any] = {
-            "status": "accepted",
-            "session_id": job.pk,
-            "eta_seconds": job.eta_seconds,
-            "poll": reverse("agent_handshake:converse_status", args=[job.pk]),
-        }
-        if callback_url:
-            body["callback"] = {"method": "POST", "url": callback_url}
-        return 202, body
-
-    def execute(self, data: dict[str, Any], session: ConverseSession | None) -> tuple[int, dict[str, Any]]:
-        capability = self.capability
-        invocation = Invocation(capability, data, self.data.query, self.key, self.data.requesting_agent)
-        try:
-            with transaction.atomic():  # a refused or malformed outcome undoes the handler's writes
-                result = capability.handler(invocation)
-                if isinstance(result, Deferred):
-                    raise OutputInvalid(f"{capability.name} deferred, but only async capabilities may.")
-                outcome = check_output(capability, result)
-        except ActionFailed as exc:
-            return exc.status, {"status": "error", "code": exc.code, "message": exc.message, **exc.extra}
-        except OutputInvalid:
-            logger.exception("MODE3 capability %s", capability.name)
-            raise Rejected(
-                error_response(500, "concierge_error", "The capability failed; the error was logged.")
-            ) from None
+            if job.callback_url:
+                body["callback"] = {"method": "POST", "url": job.callback_url}
+            return 202, body
         content_type, fallback = self.negotiated.content_type, self.negotiated.fallback_from
-        body: dict[str, Any] = {"status": "success"}
-        if session is not None:
-            session.pending_clarification = None
-            session.turns = [*session.turns, {"query": self.data.query, "answer": outcome.answer[:1000]}]
-            session.last_active_at = timezone.now()
-            session.save()
-            body["session_id"] = session.pk
-        body["response"] = response_object(capability, outcome, content_type)
-        body["meta"] = response_meta(capability, content_type, fallback, dict(state.snapshot().site_signals))
+        body = {"status": "success"}
+        if result.session_id is not None:
+            body["session_id"] = result.session_id
+        body["response"] = response_object(self.capability, result.outcome, content_type)
+        body["meta"] = response_meta(self.capability, content_type, fallback, dict(state.snapshot().site_signals))
         return 200, body
 
 
@@ -331,4 +171,4 @@ class JobStatusView(View):
         if job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
             jobs.expire(pk=job.pk)  # the others are the recover_jobs task's
             job.refresh_from_db()
-        return JsonResponse(jobs.status_body(job))
+        return JsonResponse(status_body(job))

@@ -56,6 +56,9 @@ def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
         manifest["rate_limit"] = unauthenticated
     if rate_limits:
         manifest["rate_limits"] = rate_limits
+    if modes & {"MODE2", "MODE3"}:  # the same capabilities over NLWeb v0.54
+        manifest["links"]["nlweb_ask"] = base_url + reverse("agent_handshake:nlweb_ask")
+        manifest["links"]["nlweb_await"] = base_url + reverse("agent_handshake:nlweb_await")
     if app_settings.SERVE_ROBOTS_TXT:
         manifest["links"]["robots_txt"] = base_url + reverse("agent_handshake:robots_txt")
     if not manifest["name"]:

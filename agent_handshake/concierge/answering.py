@@ -9,6 +9,7 @@ door sends the sources before the answer is written; the handlers here do, and s
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 from collections.abc import Generator
@@ -36,6 +37,8 @@ class ConverseContext:
     filters: Filters = field(default_factory=Filters)
     #: True when the agent already answered a clarification (no second one is asked).
     clarified: bool = False
+    #: False when only the sources are wanted: the answer backend is not called.
+    write_answer: bool = True
 
 
 @dataclass
@@ -133,13 +136,8 @@ class ContentConcierge:
         usable = [label for label in candidates if snapshot.signals_for(label)["ai_input"]]
         if not usable:
             return None
-        return Filters(
-            # Unchanged when nothing is excluded: an unrestricted search stays unrestricted (no model filter).
-            models=requested if usable == candidates else usable,
-            content_types=ctx.filters.content_types,
-            published_after=ctx.filters.published_after,
-            published_before=ctx.filters.published_before,
-        )
+        # Unchanged when nothing is excluded: an unrestricted search stays unrestricted (no model filter).
+        return dataclasses.replace(ctx.filters, models=requested if usable == candidates else usable)
 
     def handle(self, ctx: ConverseContext) -> Steps:
         scope = self.scope(ctx)
@@ -214,7 +212,10 @@ class ContentConcierge:
             for number, hit in enumerate(hits, start=1)
             for passage in hit.passages[:2]
         ]
-        generated: GeneratedAnswer = get_answer_backend().answer(ctx.query, evidence, ctx.max_tokens, snapshot.name)
+        if ctx.write_answer:
+            generated = get_answer_backend().answer(ctx.query, evidence, ctx.max_tokens, snapshot.name)
+        else:
+            generated = GeneratedAnswer("", backend="none")
         top = hits[0].score if hits else 0.0
         sources = [
             {"title": hit.title, "url": hit.url, "relevance": _relevance(rank, hit, top, rank + 1 in generated.cited)}

@@ -177,6 +177,11 @@ class Question:
     #: An unknown, expired or someone else's ``session_id`` is an error (AHP); when False it starts a new
     #: conversation (NLWeb, whose clients may name conversations themselves).
     strict_session: bool = True
+    #: With no ``clarification``, the text answers a pending clarification when it names one of its options
+    #: (NLWeb has no field for the answer to an elicitation: the next question is the answer).
+    text_may_clarify: bool = False
+    #: False when only the sources are wanted (NLWeb's ``list`` mode): no answer is written, no model is called.
+    write_answer: bool = True
 
 
 @dataclass
@@ -219,6 +224,9 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
     filters = question.filters
     clarified = False
     pending = session.pending_clarification
+    options = {str(option).lower() for option in (pending or {}).get("options") or ()}
+    if question.clarification is None and question.text_may_clarify and question.text.strip().lower() in options:
+        question = dataclasses.replace(question, clarification=question.text)
     if question.clarification and pending:
         choice = question.clarification.strip().lower()
         clarified = True
@@ -244,6 +252,7 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
         max_tokens=max_answer_tokens(question.max_tokens),
         filters=filters,
         clarified=clarified,
+        write_answer=question.write_answer,
     )
     cache_key = _cache_key(context) if standalone == question.text and not clarified else None
     cache = caches[app_settings.CACHE_ALIAS]
@@ -344,6 +353,7 @@ def _cache_key(context: ConverseContext) -> str:
         context.content_type,
         context.fallback_from,
         context.max_tokens,
+        context.write_answer,
         sorted(context.filters.models),
         sorted(context.filters.content_types),
         str(context.filters.published_after),

@@ -62,6 +62,15 @@ class Invocation:
     def client(self) -> AgentClient | None:
         return self.key.client if self.key else None
 
+    def cancelled(self) -> bool:
+        """Whether the caller has cancelled this async job: a long handler may check it and stop early (its
+        result is discarded and its writes rolled back either way)."""
+        if self.job is None:
+            return False
+        from ..models import CancelRequest
+
+        return CancelRequest.objects.filter(job_id=self.job.pk).exists()
+
 
 @dataclass
 class Outcome:
@@ -112,6 +121,8 @@ def capability(
     extract: Callable[[str], dict[str, Any]] | None = None,
     eta_seconds: int | None = None,
     available: Callable[[], bool] | None = None,
+    applies_to: dict[str, Callable[[Any], dict[str, Any]]] | None = None,
+    action_schema_type: str | None = None,
 ) -> Callable[[Callable[[Invocation], Any]], Callable[[Invocation], Any]]:
     """Declare a MODE3 capability in the one capability registry; see the module docstring."""
 
@@ -131,6 +142,8 @@ def capability(
             eta_seconds=eta_seconds,
             handler=func,
             available=available,
+            applies_to={label.lower(): prefill for label, prefill in (applies_to or {}).items()},
+            action_schema_type=action_schema_type,
         )
         capability_registry.register(declared)
         func.capability = declared  # type: ignore[attr-defined]
@@ -249,51 +262,6 @@ def check_output(capability: Capability, outcome: Any) -> Outcome:
         )
         raise OutputInvalid(f"{capability.name} returned output that does not match its output_schema: {detail}")
     return outcome
-
-
-def _summary(data: dict[str, Any]) -> str:
-    def show(value: Any) -> str:
-        if isinstance(value, (dict, list)):
-            return f"{len(value)} item(s)" if isinstance(value, list) else "…"
-        return str(value)
-
-    return "; ".join(f"{key.replace('_', ' ')}: {show(value)}" for key, value in list(data.items())[:8]) + "."
-
-
-def response_object(capability: Capability, outcome: Outcome, content_type: str) -> dict[str, Any]:
-    """The ``response`` of a success body, in the negotiated content type (Appendix C)."""
-    body: dict[str, Any] = {"content_type": content_type, "answer": outcome.answer or _summary(outcome.data)}
-    if content_type == "application/action-result":
-        body["payload"] = {
-            "action": capability.name,
-            "success": True,
-            "result": outcome.data,
-            "side_effects": outcome.side_effects,
-        }
-    elif content_type == "application/data":
-        schema = (capability.output_schema or {}).get("$id") or f"#/capabilities/{capability.name}/output_schema"
-        body["payload"] = {"schema": schema, "data": outcome.data}
-    elif content_type != "text/answer":
-        body["payload"] = outcome.data
-    body["sources"] = []
-    body["follow_up"] = {"suggested_queries": []}
-    return body
-
-
-def response_meta(
-    capability: Capability, content_type: str, fallback_from: str | None, signals: dict[str, bool]
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "tokens_used": 0,
-        "capability_used": capability.name,
-        "mode": capability.mode,
-        "cached": False,
-        "content_type": content_type,
-        "content_signals": signals,
-    }
-    if fallback_from:
-        meta["fallback_from"] = fallback_from
-    return meta
 
 
 def json_safe(value: Any) -> Any:

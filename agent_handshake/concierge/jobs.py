@@ -29,9 +29,8 @@ from django.db import DatabaseError, models, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .. import state
 from ..conf import app_settings
-from ..models import ApiKey, IdempotencyRecord, Job, SeenSignature
+from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature
 from ..registry import Capability, capability_registry
 from . import callbacks
 from .invocation import (
@@ -41,8 +40,6 @@ from .invocation import (
     Outcome,
     OutputInvalid,
     check_output,
-    response_meta,
-    response_object,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,9 +69,11 @@ def accept(
     content_type: str,
     fallback_from: str | None,
     callback_url: str = "",
+    protocol: str = "ahp",
 ) -> Job:
     """Create the job and send it to a worker once the transaction commits."""
     job = Job.objects.create(
+        protocol=protocol,
         capability=capability.name,
         api_key=key,
         requesting_agent=requesting_agent,
@@ -90,27 +89,20 @@ def accept(
     return job
 
 
-def status_body(job: Job) -> dict[str, Any]:
-    """What ``GET /agent/converse/status/<id>`` answers and the callback carries (§9.2)."""
-    body: dict[str, Any] = {"status": job.public_status, "session_id": job.pk}
-    if job.status == Status.SUCCESS and job.result:
-        body["response"] = job.result["response"]
-        body["meta"] = job.result["meta"]
-        return body
-    if job.status == Status.FAILED:
-        error = job.error or {"code": "concierge_error", "message": "The job failed."}
-        body["progress"] = error["message"]
-        body["error"] = error
-        return body
-    body["progress"] = job.progress
-    if job.status == Status.EXPIRED:
-        return body
-    if job.eta_seconds is None:
-        body["eta_seconds"] = None
-    else:
-        elapsed = (timezone.now() - job.created_at).total_seconds()
-        body["eta_seconds"] = max(0, int(job.eta_seconds - elapsed))
-    return body
+def outcome_of(job: Job) -> Outcome | None:
+    """A finished job's outcome (None unless it succeeded)."""
+    if job.status != Status.SUCCESS or not job.result:
+        return None
+    result = job.result
+    return Outcome(result.get("data") or {}, result.get("answer") or "", list(result.get("side_effects") or []))
+
+
+#: Front door name -> ``render(job) -> JSON body`` of its callbacks (registered by the front door at start-up).
+CALLBACK_RENDERERS: dict[str, Callable[[Job], dict[str, Any]]] = {}
+
+
+def register_callback_renderer(protocol: str, render: Callable[[Job], dict[str, Any]]) -> None:
+    CALLBACK_RENDERERS[protocol] = render
 
 
 # --- running ----------------------------------------------------------------------------------------------------
@@ -121,6 +113,9 @@ def _claim(job_id: str) -> bool:
     with transaction.atomic():
         job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id, status__in=ACTIVE).first()
         if job is None:
+            return False
+        if cancel_requested(job.pk):  # cancelled while its worker died, or between two attempts
+            _cancelled(job)
             return False
         if job.attempts >= app_settings.JOB_MAX_ATTEMPTS:
             _fail(job, "concierge_error", f"The job was tried {job.attempts} times without finishing.")
@@ -159,10 +154,14 @@ def run(job_id: str) -> str:
         try:
             with transaction.atomic():  # the handler's writes stand or fall with its outcome
                 result = capability.handler(invocation)
+                if cancel_requested(job.pk):
+                    raise _Cancelled
                 if isinstance(result, Deferred):
                     _defer(job, result)
                 else:
                     _complete(job, capability, check_output(capability, result))
+        except _Cancelled:
+            _cancelled(job)
         except ActionFailed as exc:
             _fail(job, exc.code, exc.message)
         except OutputInvalid:
@@ -182,16 +181,51 @@ def run(job_id: str) -> str:
 
 
 def _complete(job: Job, capability: Capability, outcome: Outcome) -> None:
-    fallback = job.fallback_from or None
-    job.result = {
-        "response": response_object(capability, outcome, job.content_type),
-        "meta": response_meta(capability, job.content_type, fallback, dict(state.snapshot().site_signals)),
-    }
+    # The outcome's data, not a protocol's body: each front door renders a finished job its own way.
+    job.result = {"data": outcome.data, "answer": outcome.answer, "side_effects": outcome.side_effects}
     job.status = Status.SUCCESS
     job.progress = "Done"
     job.finished_at = timezone.now()
     _schedule_callback(job)
     job.save()
+
+
+class _Cancelled(Exception):
+    """Raised inside the handler's transaction to roll its writes back: the caller cancelled the job."""
+
+
+def cancel_requested(job_id: str) -> bool:
+    return CancelRequest.objects.filter(job_id=job_id).exists()
+
+
+def _cancelled(job: Job) -> None:
+    job.status = Status.CANCELLED
+    job.error = {"code": "cancelled", "message": "The job was cancelled at the caller's request."}
+    job.progress = "Cancelled"
+    job.finished_at = timezone.now()
+    CancelRequest.objects.filter(job_id=job.pk).delete()
+    _schedule_callback(job)
+    job.save()
+
+
+def cancel(job_id: str) -> Job:
+    """Cancel a job that has not finished, and return it.
+
+    A queued job is cancelled at once (a worker that later gets its message finds nothing to run), and so is one
+    waiting for an operator (the human desk no longer takes an answer for it). A running job's worker holds its
+    row lock, so the request is written aside (:class:`~agent_handshake.models.CancelRequest`), without waiting:
+    the worker discards the result and rolls back the handler's writes when the handler returns (a long handler
+    may stop early: :meth:`Invocation.cancelled`). The job returned is then still ``running``; it is
+    ``cancelled`` once the worker has seen the request. A finished job is returned unchanged.
+    """
+    with transaction.atomic():
+        job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
+        if job is not None:
+            if job.status in (Status.QUEUED, Status.WAITING):
+                _cancelled(job)
+            return job
+        CancelRequest.objects.get_or_create(job_id=job_id)
+    return Job.objects.get(pk=job_id)  # a plain read does not wait for the worker's lock
 
 
 def _fail(job: Job, code: str, message: str) -> None:
@@ -288,7 +322,7 @@ def deliver_callback(job_id: str) -> float | None:
         )
         if job is None:
             return None
-        body = json.dumps(status_body(job), separators=(",", ":")).encode()
+        body = json.dumps(CALLBACK_RENDERERS[job.protocol](job), separators=(",", ":")).encode()
         headers = callback_headers(job, body)
         now = timezone.now()
         job.callback_attempts += 1
@@ -365,6 +399,8 @@ def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | Non
         for job_id in lost_callbacks:
             transaction.on_commit(lambda job_id=job_id: _enqueue_callback(job_id))
     expired = expire(now)
+    # A cancellation that arrived as its job finished: nothing reads it any more.
+    CancelRequest.objects.filter(job_id__in=Job.objects.filter(status__in=Job.FINAL).values("pk")).delete()
     retention = now - datetime.timedelta(seconds=app_settings.JOB_RETENTION_SECONDS)
     purged = (
         Job.objects.filter(status__in=Job.FINAL, finished_at__lt=retention)

@@ -104,6 +104,7 @@ def _find_product(reference: str) -> Product:
         },
     },
     extract=lambda text: {"product": _product_named(text)},
+    applies_to={"shop.Product": lambda product: {"product": product.sku}},
 )
 def check_inventory(invocation: Invocation) -> Outcome:
     product = _find_product(invocation.input["product"])
@@ -231,6 +232,8 @@ def _quote_lines(text: str) -> dict:
         },
     },
     extract=_quote_lines,
+    applies_to={"shop.Product": lambda product: {"items": [{"sku": product.sku, "quantity": 1}]}},
+    action_schema_type="QuoteAction",
 )
 def custom_quote(invocation: Invocation) -> Outcome:
     """10 % off from $150, 5 % from $75; shipping $6.50 under $50, free above."""

@@ -1,0 +1,266 @@
+"""One call of a MODE3 capability, for any front door: input, idempotency, running or accepting.
+
+A front door has authenticated the caller, checked the capability's scope and negotiated the content type; it
+builds a :class:`Call` and gets back one of:
+
+- :class:`Done`: a ``query`` or ``action`` ran (in a transaction: a refused or malformed outcome undoes its
+  writes), with its checked :class:`~.invocation.Outcome`;
+- :class:`Accepted`: an ``async`` capability's job, queued for a worker (the callback URL checked first);
+- :class:`NeedsInput`: fields the query did not state, asked for in a session, whose next turn fills them in;
+- :class:`Refused`: an expected refusal the caller should see (invalid input, a missing field, an unsafe
+  callback URL, the capability's own :class:`~.invocation.ActionFailed`).
+
+Errors that must leave nothing behind (an unknown session, a capability's broken output) are raised as
+:mod:`.errors`. With an idempotency key (and credentials), the first response *as the front door rendered it*
+is stored, in the same transaction as the work, and returned again for a retry of the same request (a different
+request with the same key is a :class:`~.errors.Conflict`): the record is the front door's own, since the
+fingerprint includes its protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+
+from ..conf import app_settings
+from ..models import ApiKey, ConverseSession, IdempotencyRecord, Job
+from ..registry import Capability
+from . import callbacks, errors, jobs
+from . import limits as ratelimit
+from .conversation import Owner, SessionError, load_session, new_session
+from .invocation import (
+    ActionFailed,
+    Deferred,
+    Invocation,
+    Outcome,
+    OutputInvalid,
+    check_input,
+    check_output,
+    extract_input,
+    field_question,
+)
+
+logger = logging.getLogger(__name__)
+MAX_IDEMPOTENCY_KEY = 255
+
+
+@dataclass
+class Done:
+    outcome: Outcome
+    session_id: str | None = None
+
+
+@dataclass
+class Accepted:
+    job: Job
+
+
+@dataclass
+class NeedsInput:
+    question: str
+    missing: list[str]
+    session_id: str
+
+
+@dataclass
+class Refused:
+    error: errors.ConciergeError
+
+
+Result = Done | Accepted | NeedsInput | Refused
+#: A front door's rendering of a result: (HTTP status, JSON body).
+Rendered = tuple[int, dict[str, Any]]
+
+
+@dataclass
+class Call:
+    """One MODE3 request, in no protocol's words."""
+
+    capability: Capability
+    owner: Owner
+    #: The request, for counting (django-ratelimit reads its client address).
+    request: HttpRequest
+    protocol: str
+    query: str = ""
+    #: Structured input (AHP ``context.input``, NLWeb ``query.input``); None to extract it from ``query``.
+    input: dict[str, Any] | None = None
+    #: The field prefix the caller's structured input is named with in errors ("context.input.").
+    input_prefix: str = "input."
+    session_id: str | None = None
+    #: An unknown or expired ``session_id`` is an error (AHP); when False the call starts afresh (NLWeb).
+    strict_session: bool = True
+    clarification: str | None = None
+    requesting_agent: str = ""
+    callback_url: str = ""
+    callback_field: str = "callback_url"
+    content_type: str = "text/answer"
+    fallback_from: str | None = None
+    #: What identifies the request for idempotency (the body without credentials, say).
+    fingerprint_of: Any = None
+    #: The rate-limit counts taken (the front door reports the most constrained in its headers).
+    usages: list[ratelimit.Usage] = field(default_factory=list)
+    #: Whether :meth:`respond` returned a stored response (an idempotent retry).
+    replayed: bool = field(default=False, init=False)
+
+    @property
+    def key(self) -> ApiKey | None:
+        return self.owner.api_key
+
+    def respond(self, render: Callable[[Result], Rendered], idempotency_key: str | None = None) -> Rendered:
+        """Count, then run the call once (per idempotency key) and return the front door's rendering."""
+        self.count()
+        if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+            raise errors.InvalidInput(f"Idempotency-Key is over {MAX_IDEMPOTENCY_KEY} characters.")
+        with transaction.atomic():
+            if idempotency_key and self.key is not None:
+                return self.once(idempotency_key, render)
+            return render(self.run())
+
+    def count(self) -> None:
+        """The capability's own rate limit (``rate_limit``, else ``ACTION_RATE_LIMIT`` for actions)."""
+        capability = self.capability
+        rate = capability.rate_limit or (
+            app_settings.ACTION_RATE_LIMIT if capability.action_type in ("action", "async") else None
+        )
+        if not rate:
+            return
+        who = self.key.key_id if self.key else ratelimit.client_ip(self.request)
+        usage = ratelimit.count_request(self.request, f"capability:{capability.name}", who, rate)
+        self.usages.append(usage)
+        if usage.exceeded:
+            raise errors.RateLimited(
+                f"Rate limit of {rate} exceeded for {capability.name!r}.",
+                scope=usage.public_scope,
+                retry_after=usage.retry_after,
+            )
+
+    def fingerprint(self) -> str:
+        canonical = json.dumps([self.protocol, self.request.path, self.fingerprint_of], sort_keys=True, default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def once(self, idempotency_key: str, render: Callable[[Result], Rendered]) -> Rendered:
+        """Run at most once per (API key, Idempotency-Key); a retry gets the first response."""
+        fingerprint = self.fingerprint()
+        record, created = IdempotencyRecord.objects.get_or_create(
+            api_key=self.key, key=idempotency_key, defaults={"request_hash": fingerprint, "status_code": 0, "body": {}}
+        )
+        if not created:
+            if record.request_hash != fingerprint:
+                raise errors.Conflict(
+                    "This Idempotency-Key was used for a different request; use a new key for a new request."
+                )
+            self.replayed = True
+            return record.status_code, record.body
+        status, body = render(self.run())
+        record.status_code, record.body = status, body
+        record.save(update_fields=["status_code", "body"])
+        return status, body
+
+    def run(self) -> Result:
+        resolved = self.resolve_input()
+        if not isinstance(resolved, tuple):
+            return resolved
+        data, session = resolved
+        if self.capability.action_type == "async":
+            return self.accept(data)
+        return self.execute(data, session)
+
+    def resolve_input(self) -> tuple[dict[str, Any], ConverseSession | None] | Refused | NeedsInput:
+        capability = self.capability
+        session = None
+        gathered: dict[str, Any] = {}
+        if self.session_id:
+            try:
+                session = load_session(self.session_id, self.owner, lock=True)
+            except SessionError as exc:
+                if self.strict_session:
+                    error = errors.Gone if exc.status == 410 else errors.NotFound
+                    raise error(exc.message, reason=exc.reason) from exc
+            pending = (session.pending_clarification if session is not None else None) or {}
+            if session is not None and pending.get("kind") == "input" and session.capability == capability.name:
+                gathered = dict(pending.get("input") or {})
+        structured = self.input is not None
+        if gathered:  # continuing a clarification: the answer fills in what was missing
+            answer = self.clarification or self.query
+            data = {**gathered, **extract_input(capability, answer), **(self.input or {})}
+        elif structured:
+            data = dict(self.input or {})
+        else:
+            data = extract_input(capability, self.query)
+        problem = check_input(capability, data)
+        if problem is None:
+            return data, session
+        if problem.invalid:
+            prefix = self.input_prefix if structured else "input."
+            fields = sorted(prefix + name for name in problem.invalid)
+            detail = "; ".join(f"{name}: {message}" for name, message in sorted(problem.invalid.items())[:5])
+            return Refused(errors.InvalidInput(f"Invalid input for {capability.name!r}: {detail}", fields=fields))
+        if structured and not gathered:
+            return Refused(
+                errors.MissingInput(
+                    f"{capability.name!r} needs: {', '.join(problem.missing)}.",
+                    fields=[f"{self.input_prefix}{name}" for name in problem.missing],
+                )
+            )
+        return self.ask(session, data, problem.missing)
+
+    def ask(self, session: ConverseSession | None, data: dict[str, Any], missing: list[str]) -> NeedsInput:
+        """Ask for the fields the query did not state; the answer comes back as the next turn."""
+        if session is None:
+            session = new_session(self.capability.name, self.requesting_agent, self.owner)
+        question = field_question(self.capability, missing)
+        session.capability = self.capability.name
+        session.pending_clarification = {"kind": "input", "input": data, "missing": missing, "question": question}
+        session.last_active_at = timezone.now()
+        session.save()
+        return NeedsInput(question, missing, session.pk)
+
+    def accept(self, data: dict[str, Any]) -> Accepted | Refused:
+        if self.callback_url:
+            try:
+                callbacks.check_callback_url(self.callback_url)
+            except callbacks.UnsafeCallbackURL as exc:
+                return Refused(
+                    errors.InvalidInput(f"{self.callback_field} is refused: {exc}", fields=[self.callback_field])
+                )
+        job = jobs.accept(
+            self.capability,
+            input=data,
+            query=self.query,
+            key=self.key,
+            requesting_agent=self.requesting_agent,
+            content_type=self.content_type,
+            fallback_from=self.fallback_from,
+            callback_url=self.callback_url,
+            protocol=self.protocol,
+        )
+        return Accepted(job)
+
+    def execute(self, data: dict[str, Any], session: ConverseSession | None) -> Done | Refused:
+        capability = self.capability
+        invocation = Invocation(capability, data, self.query, self.key, self.requesting_agent)
+        try:
+            with transaction.atomic():  # a refused or malformed outcome undoes the handler's writes
+                result = capability.handler(invocation)
+                if isinstance(result, Deferred):
+                    raise OutputInvalid(f"{capability.name} deferred, but only async capabilities may.")
+                outcome = check_output(capability, result)
+        except ActionFailed as exc:
+            return Refused(errors.ConciergeError(exc.message, code=exc.code, status=exc.status, **exc.extra))
+        except OutputInvalid:
+            logger.exception("MODE3 capability %s", capability.name)
+            raise errors.Failed("The capability failed; the error was logged.") from None
+        if session is not None:
+            session.pending_clarification = None
+            session.turns = [*session.turns, {"query": self.query, "answer": outcome.answer[:1000]}]
+            session.last_active_at = timezone.now()
+            session.save()
+        return Done(outcome, session.pk if session is not None else None)

@@ -1,0 +1,111 @@
+"""What every front door checks of the JSON an agent sent, before anything else reads it.
+
+JSON nested more than :data:`MAX_DEPTH` levels is refused before anything recurses into it (a schema validator,
+``json.dumps``, the database driver); so is a string anywhere, keys included, that no text column or UTF-8
+encoder accepts (NUL, an unpaired surrogate from a ``\\ud800`` escape), a question with nothing to search for,
+and a date that does not exist or that PostgreSQL cannot store. Each refusal is an
+:class:`~.errors.InvalidInput` naming the field, so each front door reports it in its own shape.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from typing import Any
+
+from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.timezone import make_aware
+
+from .errors import InvalidInput
+
+#: No request body needs more than a handful of levels.
+MAX_DEPTH = 32
+#: NUL (PostgreSQL text cannot hold it) and the surrogate code points (UTF-8 cannot encode them unpaired; JSON's
+#: ``\\ud800`` escape makes one).
+UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "contains a NUL character or an unpaired surrogate (\\ud800-\\udfff), which no text can hold."
+#: UTC offsets in use run from -12:00 to +14:00; PostgreSQL refuses some that Python accepts.
+MAX_UTC_OFFSET = datetime.timedelta(hours=14)
+
+
+def dotted(path: Any) -> str:
+    return ".".join(str(part) for part in path) or "(body)"
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character no text column can store (see :data:`UNSTORABLE`)."""
+    return UNSTORABLE.search(text) is not None
+
+
+def load_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object whose every string can be stored (see :func:`check_values`)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"The body is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise InvalidInput(f"The body is nested too deeply (more than {MAX_DEPTH} levels).") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("The body must be a JSON object.")
+    check_values(data)
+    return data
+
+
+def check_values(data: Any) -> None:
+    """Refuse JSON nested deeper than :data:`MAX_DEPTH` and unstorable strings, keys included, naming the field.
+
+    Iterative, so the walk itself cannot exhaust the stack."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise InvalidInput(f"The body is nested too deeply (more than {MAX_DEPTH} levels).")
+        if isinstance(value, str):
+            if unstorable(value):
+                name = dotted(path)
+                raise InvalidInput(f"{name} {UNSTORABLE_MESSAGE}", fields=[name])
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if unstorable(key):
+                    name = dotted(path)
+                    raise InvalidInput(f"A key in {name} {UNSTORABLE_MESSAGE}", fields=[name])
+                stack.append((item, (*path, key)))
+        elif isinstance(value, list):
+            stack.extend((item, (*path, index)) for index, item in enumerate(value))
+
+
+def check_query(query: str, field_name: str = "query") -> None:
+    """Whitespace, zero-width and other format characters, punctuation: nothing to search for or act on."""
+    if not any(char.isalnum() for char in query):
+        raise InvalidInput(f"{field_name} must contain at least one letter or digit.", fields=[field_name])
+
+
+def moment(value: str | None, field_name: str) -> datetime.datetime | None:
+    """The date ``value`` in UTC (a day alone is its midnight UTC), or None for None."""
+    if value is None:
+        return None
+    refused = InvalidInput(
+        f"{field_name} must be an existing ISO 8601 date or datetime in ASCII digits, with a UTC offset of at most "
+        "14 hours (e.g. 2025-01-31 or 2025-01-31T09:00:00+01:00).",
+        fields=[field_name],
+    )
+    if not isinstance(value, str) or not value.isascii():  # the parsers' \d also matches other scripts' digits
+        raise refused
+    try:
+        parsed = parse_datetime(value)
+        if parsed is None and (day := parse_date(value)) is not None:
+            parsed = datetime.datetime.combine(day, datetime.time.min)
+    except ValueError:  # well formed, but no such day or time (2025-02-30, T25:00, year 0)
+        raise refused from None
+    if parsed is None:
+        raise refused
+    if parsed.tzinfo is None:
+        parsed = make_aware(parsed, datetime.timezone.utc)
+    offset = parsed.utcoffset()
+    if offset is None or abs(offset) > MAX_UTC_OFFSET:
+        raise refused
+    try:
+        return parsed.astimezone(datetime.timezone.utc)
+    except OverflowError:  # before year 1 or after 9999 once in UTC
+        raise refused from None

@@ -1,0 +1,162 @@
+"""What every protocol's front door shares: a DRF view with our policies pinned, and one exception path.
+
+:class:`FrontDoorView` is a DRF ``APIView`` whose parsers, authentication, renderers, content negotiation,
+permissions and throttles are set on the class, so a site's own ``REST_FRAMEWORK`` defaults (session
+authentication, a global throttle, the browsable API) never reach an agent endpoint. For every request it:
+
+1. refuses a ``Content-Length`` that is not a number or is over ``MAX_REQUEST_BYTES`` (the parser checks the
+   body it reads too);
+2. authenticates with :mod:`agent_handshake.identity.authentication` (API key or signed request);
+3. counts the request with django-ratelimit (:mod:`agent_handshake.concierge.limits`): per API key, else per
+   client network; refused credentials count per network, so guessing keys is limited too;
+4. adds the ``X-RateLimit-*`` headers to every response, errors included.
+
+Every exception becomes a :class:`~agent_handshake.concierge.errors.ConciergeError` (:func:`domain_error`:
+DRF's own, Django's, and anything unexpected, which is logged and becomes ``Failed``), and the view's
+``render_error`` shows it in its protocol's shape, never as an HTML page.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpResponseBase
+from rest_framework import exceptions
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .concierge import errors
+from .concierge import limits as ratelimit
+from .concierge.validation import load_object
+from .conf import app_settings
+from .identity.authentication import AgentKeyAuthentication, CredentialsRefused
+
+logger = logging.getLogger(__name__)
+
+
+def _too_large() -> errors.TooLarge:
+    return errors.TooLarge(f"The request body is over the {app_settings.MAX_REQUEST_BYTES}-byte cap.")
+
+
+def check_declared_length(request: Any) -> None:
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if not (declared.isascii() and declared.isdigit()):  # Django's request.body would fail on it (a 500)
+        raise errors.InvalidInput("Content-Length must be a number of bytes.")
+    if int(declared) > app_settings.MAX_REQUEST_BYTES:
+        raise _too_large()
+
+
+class AgentJSONParser(BaseParser):
+    """A JSON object of at most ``MAX_REQUEST_BYTES``, checked by :func:`~.concierge.validation.load_object`
+    (depth, unstorable strings). It is used whatever the ``Content-Type`` says: agents send JSON."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
+        request = (parser_context or {})["request"]._request
+        try:
+            body = request.body  # read once; a signed request's authentication already cached it
+        except RequestDataTooBig:
+            raise _too_large() from None
+        if len(body) > app_settings.MAX_REQUEST_BYTES:
+            raise _too_large()
+        return load_object(body)
+
+
+class PinnedNegotiation(BaseContentNegotiation):
+    """Our parser for every body and JSON for every response: the protocol decides what it sends (an event
+    stream is its own response), so an ``Accept`` header never makes DRF answer 406 or a body 415."""
+
+    def select_parser(self, request: Request, parsers: list[BaseParser]) -> BaseParser:
+        return parsers[0]
+
+    def select_renderer(self, request: Request, renderers: list, format_suffix: str | None = None) -> tuple:
+        return renderers[0], renderers[0].media_type
+
+
+def domain_error(exc: Exception) -> errors.ConciergeError:
+    """Any exception as a domain error; an unexpected one is logged and becomes :class:`~.errors.Failed`."""
+    if isinstance(exc, errors.ConciergeError):
+        return exc
+    if isinstance(exc, CredentialsRefused):
+        return errors.AuthRequired(exc.error.message, code=exc.error.code)
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        return errors.AuthRequired(str(exc.detail))
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return errors.ConciergeError(str(exc.detail), code="method_not_allowed", status=405)
+    if isinstance(exc, exceptions.PermissionDenied):
+        return errors.Forbidden(str(exc.detail))
+    if isinstance(exc, exceptions.Throttled):
+        return errors.RateLimited(str(exc.detail), retry_after=exc.wait and int(exc.wait))
+    if isinstance(exc, (exceptions.NotFound, Http404)):
+        return errors.NotFound("Not found.")
+    if isinstance(exc, RequestDataTooBig):
+        return _too_large()
+    if isinstance(exc, exceptions.APIException) and 400 <= exc.status_code < 500:
+        return errors.InvalidInput(str(exc.detail), status=exc.status_code)
+    logger.error("A front door failed", exc_info=exc)
+    return errors.Failed("The concierge failed; the error was logged.")
+
+
+class FrontDoorView(APIView):
+    """The base of every protocol endpoint (see the module docstring); subclasses set :meth:`render_error`."""
+
+    authentication_classes = [AgentKeyAuthentication]
+    permission_classes: list = []
+    throttle_classes: list = []
+    parser_classes = [AgentJSONParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = PinnedNegotiation
+    versioning_class = None
+
+    def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
+        raise NotImplementedError
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        self.counter = ratelimit.Counter(request._request)
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            check_declared_length(request._request)
+        super().initial(request, *args, **kwargs)  # authenticates
+        self.count(request)
+
+    def count(self, request: Request) -> None:
+        if request.auth is None:
+            usage = self.counter.count_ip()
+            message = "Rate limit exceeded for this IP address."
+        else:
+            usage = self.counter.add(ratelimit.count_key(request._request, request.auth.rate_key))
+            message = "Rate limit exceeded for this API key."
+        if usage.exceeded:
+            raise errors.RateLimited(message, scope=usage.public_scope, retry_after=usage.retry_after)
+
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+        if isinstance(exc, CredentialsRefused):
+            ip = self.counter.count_ip()  # guessing keys counts against the sender's network
+            if ip.exceeded:
+                exc = errors.RateLimited(
+                    "Rate limit exceeded for this IP address.", scope=ip.public_scope, retry_after=ip.retry_after
+                )
+        error = domain_error(exc)
+        response = self.render_error(error)
+        if error.status == 401:
+            response.headers["WWW-Authenticate"] = AgentKeyAuthentication().authenticate_header(self.request)
+        if error.status == 429 and isinstance(error.details.get("retry_after"), int):
+            response.headers["Retry-After"] = str(error.details["retry_after"])
+        if isinstance(exc, exceptions.MethodNotAllowed):
+            response.headers["Allow"] = ", ".join(self.allowed_methods)
+        return response
+
+    def finalize_response(self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        counter = getattr(self, "counter", None) or ratelimit.Counter(request._request)
+        return counter.headers(response)
+
+
+def json_response(body: dict[str, Any], status: int = 200) -> Response:
+    return Response(body, status=status)

@@ -1,0 +1,174 @@
+"""MODE3 through NLWeb: ``/ask`` with ``query.capability`` (what every result's ``actions[]`` posts), and
+``/await`` on the Promise an ``async`` capability returns.
+
+A capability's outcome is an Answer whose one result is a schema.org Action: ``actionStatus``
+``CompletedActionStatus``, ``result`` (the capability's output, valid against its ``output_schema``) and the
+outcome's plain-language ``description``. Missing input is an Elicitation with one question per field (answer it
+with the same ``query.capability`` and ``conversation_id``: the next ``query.text`` fills the fields in). An
+accepted ``async`` job is a Promise (HTTP 202) whose ``token`` ``/await`` takes: ``checkin`` answers another
+Promise while the job runs and the Answer once it is done; ``cancel`` stops it (see
+:func:`agent_handshake.concierge.jobs.cancel`). A job that failed, expired or was cancelled is a Failure
+(``JOB_FAILED``, ``EXPIRED``, ``CANCELLED``) with HTTP 200: the ``/await`` request itself succeeded. Only the
+API key that started a job may await or cancel it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponseBase
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ..concierge import calls, errors, jobs
+from ..concierge.invocation import Outcome
+from ..identity.auth import printable_ascii
+from ..models import Job
+from ..registry import Capability, capability_registry
+from . import render
+from .actions import action_type
+from .request import Ask, Await
+from .schema_org import CONTEXT
+
+
+def action_item(capability: Capability, outcome: Outcome) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "@context": CONTEXT,
+        "@type": action_type(capability),
+        "name": capability.name,
+        "actionStatus": "https://schema.org/CompletedActionStatus",
+        "description": outcome.answer,
+        "result": outcome.data,
+    }
+    if outcome.side_effects:
+        item["sideEffects"] = outcome.side_effects
+    return item
+
+
+def field_questions(capability: Capability, missing: list[str]) -> list[dict[str, Any]]:
+    properties = (capability.input_schema or {}).get("properties", {})
+    questions = []
+    for name in missing:
+        spec = properties.get(name.split(".")[0], {})
+        question: dict[str, Any] = {
+            "id": name,
+            "text": spec.get("description") or spec.get("title") or name.replace("_", " "),
+        }
+        if "enum" in spec:
+            question.update(type="single_select", options=[str(option) for option in spec["enum"]])
+        else:
+            question["type"] = "text"
+        questions.append(question)
+    return questions
+
+
+def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
+    offered = [c for c in capability_registry.available() if c.handler is not None and c.action_type]
+    capability = next((c for c in offered if c.name == ask.capability), None)
+    if capability is None:
+        raise errors.UnknownCapability(
+            f"The capability {ask.capability!r} is not offered.",
+            fields=["query.capability"],
+            available_capabilities=[c.name for c in offered],
+        )
+    credentials = request.auth
+    if capability.requires_auth:
+        if credentials is None:
+            raise errors.AuthRequired(f"The capability {capability.name!r} requires authentication.")
+        if not credentials.key.allows(capability.scope):
+            raise errors.Forbidden(
+                f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires."
+            )
+    idempotency_key = request.headers.get("Idempotency-Key")
+    if idempotency_key and not printable_ascii(idempotency_key):
+        raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
+    from .views import owner_of
+
+    call = calls.Call(
+        capability=capability,
+        owner=owner_of(request),
+        request=request._request,
+        protocol="nlweb",
+        query=ask.text,
+        input=ask.input,
+        input_prefix="query.input.",
+        session_id=ask.conversation_id,
+        strict_session=False,
+        content_type="application/action-result",
+        fingerprint_of=request.data,
+    )
+
+    def rendered(result: calls.Result) -> tuple[int, dict[str, Any]]:
+        if isinstance(result, calls.Refused):
+            return result.error.status, render.failure(result.error)
+        if isinstance(result, calls.NeedsInput):
+            text = (
+                f"{result.question} Answer with the same query.capability and "
+                "meta.session_context.conversation_id; your query.text fills the fields in."
+            )
+            questions = field_questions(capability, result.missing)
+            return 200, render.elicitation(text, questions, result.session_id)
+        if isinstance(result, calls.Accepted):
+            job = result.job
+            return 202, render.promise(job.pk, job.eta_seconds, "Accepted; await it with this token.", None)
+        summary = result.outcome.answer if ask.summarize else None
+        items = [action_item(capability, result.outcome)]
+        return 200, render.answer(
+            items, response_format=ask.response_format, conversation_id=result.session_id, summary=summary
+        )
+
+    status, body = call.respond(rendered, idempotency_key)
+    response = Response(body, status=status)
+    if call.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    view.counter.usages.extend(call.usages)
+    return response
+
+
+def await_job(view: Any, request: Request, wait: Await) -> HttpResponseBase:
+    if request.auth is None:
+        raise errors.AuthRequired("A promise can be awaited only with the credentials that started its job.")
+    job = Job.objects.filter(pk=wait.token).first()
+    if job is None:
+        raise errors.NotFound("No job has this promise_token.", fields=["promise_token"])
+    if job.api_key_id != request.auth.key.pk:
+        raise errors.Forbidden("These credentials did not start this job.")
+    if wait.action == "cancel":
+        job = jobs.cancel(job.pk)
+    elif job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
+        jobs.expire(pk=job.pk)
+        job.refresh_from_db()
+    return job_response(job, cancelling=wait.action == "cancel")
+
+
+FAILURES = {
+    Job.Status.FAILED: "JOB_FAILED",
+    Job.Status.EXPIRED: "EXPIRED",
+    Job.Status.CANCELLED: "CANCELLED",
+}
+
+
+def job_response(job: Job, *, cancelling: bool = False) -> Response:
+    if job.status in Job.ACTIVE:
+        remaining = None
+        if job.eta_seconds is not None:
+            remaining = max(0, int(job.eta_seconds - (timezone.now() - job.created_at).total_seconds()))
+        message = (
+            "Cancellation requested: the job stops when its capability returns, and its result is discarded."
+            if cancelling
+            else job.progress or "Running"
+        )
+        return Response(render.promise(job.pk, remaining, message, None), status=202)
+    outcome = jobs.outcome_of(job)
+    if outcome is not None:
+        capability = capability_registry.get(job.capability) or Capability(job.capability, "", mode="MODE3")
+        return Response(render.answer([action_item(capability, outcome)], response_format="conv_search",
+                                      conversation_id=None))  # fmt: skip
+    error = job.error or {}
+    failure = errors.ConciergeError(
+        error.get("message") or job.progress or f"The job is {job.status}.",
+        code=FAILURES.get(job.status, "JOB_FAILED"),
+        reason=error.get("code") or job.status,
+    )
+    return Response(render.failure(failure), status=200)

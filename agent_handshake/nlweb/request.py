@@ -1,0 +1,205 @@
+"""Reading an NLWeb v0.54 ``/ask`` or ``/await`` body into dataclasses, with the spec's own inconsistencies
+accepted as ``../shared/specs/NOTES.md`` decides (README, "NLWeb"):
+
+- ``meta.version`` and ``meta.api_version`` are the same thing;
+- ``context.memory`` is a string or a list of strings;
+- ``prefer.response_format`` ``conv_search`` and ``conversational_search`` are the same format;
+  ``chatgpt_app`` is the other; anything else is answered as ``conv_search``;
+- ``prefer.mode`` ``summarize`` adds the answer text; every other mode (``list``, the examples' ``detailed``)
+  is a list.
+
+Query attributes besides ``text`` are schema.org filters: ``itemType`` (a type name the site's models declare),
+``price`` ("less than $20", "under 20", "$10-$30", "10 to 30", "over 5", "at least 5", "15"), and
+``datePublished`` / ``datePublishedAfter`` / ``datePublishedBefore`` (ISO 8601 dates). Others the site cannot
+honour (``location``, ``site``, the examples' ``personalized``) are accepted and ignored. Our extension,
+``capability`` and ``input``, invokes a MODE3 capability: it is what every result's ``actions[]`` posts.
+
+Every refusal is an :class:`~agent_handshake.concierge.errors.InvalidInput` naming the field.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from ..concierge.errors import InvalidInput
+from ..concierge.validation import check_query, moment
+
+VERSION = "0.54"
+MAX_TEXT = 4096
+MAX_PREVIOUS = 20
+FORMATS = {"conv_search": "conv_search", "conversational_search": "conv_search", "chatgpt_app": "chatgpt_app"}
+ACTIONS = ("checkin", "cancel")
+
+_NUMBER = r"\$?\s*(\d+(?:[.,]\d+)?)"
+_BELOW = re.compile(rf"^(?:less than|under|below|cheaper than|at most|max(?:imum)?|up to|<=?)\s*{_NUMBER}$")
+_ABOVE = re.compile(rf"^(?:more than|over|above|at least|min(?:imum)?|from|>=?)\s*{_NUMBER}$")
+_BETWEEN = re.compile(rf"^(?:between\s*)?{_NUMBER}\s*(?:-|–|to|and)\s*{_NUMBER}$")
+_EXACT = re.compile(rf"^{_NUMBER}$")
+
+
+@dataclass(frozen=True)
+class PriceRange:
+    low: Decimal | None = None
+    high: Decimal | None = None
+
+
+@dataclass
+class Ask:
+    text: str
+    item_type: str | None = None
+    price: PriceRange | None = None
+    published_after: datetime.datetime | None = None
+    published_before: datetime.datetime | None = None
+    previous: list[str] = field(default_factory=list)
+    context_text: str = ""
+    memory: list[str] = field(default_factory=list)
+    response_format: str = "conv_search"
+    mode: str = "list"
+    streaming: bool = False
+    language: str = ""
+    conversation_id: str | None = None
+    version: str = VERSION
+    #: Our extension: the MODE3 capability to invoke, and its input.
+    capability: str | None = None
+    input: dict[str, Any] | None = None
+
+    @property
+    def summarize(self) -> bool:
+        return self.mode == "summarize" or self.response_format == "chatgpt_app"
+
+
+@dataclass
+class Await:
+    token: str
+    action: str
+    version: str = VERSION
+    conversation_id: str | None = None
+
+
+def _object(data: dict[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{name} must be an object.", fields=[name])
+    return value
+
+
+def _string(section: dict[str, Any], key: str, path: str, *, limit: int = 256) -> str | None:
+    value = section.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise InvalidInput(f"{path} must be a string of at most {limit} characters.", fields=[path])
+    return value
+
+
+def _strings(value: Any, path: str, *, limit: int = MAX_PREVIOUS) -> list[str]:
+    """A list of strings, or one string (``context.memory`` comes both ways)."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) and len(item) <= 1024 for item in items):
+        raise InvalidInput(f"{path} must be a string or a list of strings (each at most 1024 long).", fields=[path])
+    return items[-limit:]
+
+
+def _meta(data: dict[str, Any]) -> tuple[str, str | None]:
+    meta = _object(data, "meta")
+    version = meta.get("api_version", meta.get("version", VERSION))
+    if not isinstance(version, (str, int, float)) or isinstance(version, bool):
+        raise InvalidInput("meta.api_version must be a version string such as '0.54'.", fields=["meta.api_version"])
+    session = meta.get("session_context") or {}
+    if not isinstance(session, dict):
+        raise InvalidInput("meta.session_context must be an object.", fields=["meta.session_context"])
+    conversation = _string(session, "conversation_id", "meta.session_context.conversation_id", limit=128)
+    return str(version), conversation or None
+
+
+def parse_price(value: Any) -> PriceRange:
+    """``query.price`` as a range; a number alone is an upper bound ("something for $20")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return PriceRange(high=Decimal(str(value)))
+    text = value.strip().lower().replace("usd", "").strip() if isinstance(value, str) else ""
+
+    def number(raw: str) -> Decimal:
+        try:
+            return Decimal(raw.replace(",", "."))
+        except InvalidOperation:  # pragma: no cover - the patterns only match digits
+            raise InvalidInput("query.price: not a number.", fields=["query.price"]) from None
+
+    if match := _BELOW.match(text):
+        return PriceRange(high=number(match.group(1)))
+    if match := _ABOVE.match(text):
+        return PriceRange(low=number(match.group(1)))
+    if match := _BETWEEN.match(text):
+        low, high = sorted((number(match.group(1)), number(match.group(2))))
+        return PriceRange(low=low, high=high)
+    if match := _EXACT.match(text):
+        return PriceRange(high=number(match.group(1)))
+    raise InvalidInput(
+        f"query.price: {str(value)[:60]!r} is not a price constraint; use e.g. 'less than $20', 'over 5', "
+        "'$10-$30' or a number.",
+        fields=["query.price"],
+    )
+
+
+def parse_ask(data: dict[str, Any]) -> Ask:
+    """An ``/ask`` body (already a checked JSON object: see ``concierge.validation.load_object``)."""
+    query = _object(data, "query")
+    if "query" not in data:
+        raise InvalidInput("query is required: {'query': {'text': '...'}}.", code="missing_field", fields=["query"])
+    text = query.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("query.text is required: the question, as text.", fields=["query.text"])
+    if len(text) > MAX_TEXT:
+        raise InvalidInput(f"query.text is over {MAX_TEXT} characters.", fields=["query.text"])
+    check_query(text, "query.text")
+    ask = Ask(text=text)
+    ask.item_type = _string(query, "itemType", "query.itemType", limit=100)
+    if query.get("price") is not None:
+        ask.price = parse_price(query["price"])
+    day = moment(query.get("datePublished"), "query.datePublished") if "datePublished" in query else None
+    if day is not None:
+        ask.published_after, ask.published_before = day, day + datetime.timedelta(days=1)
+    if "datePublishedAfter" in query:
+        ask.published_after = moment(query["datePublishedAfter"], "query.datePublishedAfter")
+    if "datePublishedBefore" in query:
+        ask.published_before = moment(query["datePublishedBefore"], "query.datePublishedBefore")
+    ask.capability = _string(query, "capability", "query.capability", limit=64)
+    if query.get("input") is not None:
+        if not isinstance(query["input"], dict):
+            raise InvalidInput("query.input must be an object.", fields=["query.input"])
+        ask.input = query["input"]
+
+    context = _object(data, "context")
+    ask.previous = _strings(context.get("prev"), "context.prev")
+    ask.context_text = _string(context, "text", "context.text", limit=2048) or ""
+    ask.memory = _strings(context.get("memory"), "context.memory")
+
+    prefer = _object(data, "prefer")
+    response_format = _string(prefer, "response_format", "prefer.response_format", limit=64) or "conv_search"
+    ask.response_format = FORMATS.get(response_format.lower(), "conv_search")
+    ask.mode = (_string(prefer, "mode", "prefer.mode", limit=64) or "list").lower()
+    streaming = prefer.get("streaming", False)
+    if not isinstance(streaming, bool):
+        raise InvalidInput("prefer.streaming must be true or false.", fields=["prefer.streaming"])
+    ask.streaming = streaming
+    ask.language = _string(prefer, "accept-language", "prefer.accept-language", limit=35) or ""
+    ask.version, ask.conversation_id = _meta(data)
+    return ask
+
+
+def parse_await(data: dict[str, Any]) -> Await:
+    token = data.get("promise_token")
+    if not isinstance(token, str) or not token or len(token) > 128:
+        raise InvalidInput("promise_token is required: the token of a Promise.", fields=["promise_token"])
+    action = data.get("action", "checkin")
+    if not isinstance(action, str) or action.lower() not in ACTIONS:
+        raise InvalidInput("action must be 'checkin' or 'cancel'.", fields=["action"])
+    version, conversation = _meta(data)
+    return Await(token=token, action=action.lower(), version=version, conversation_id=conversation)

@@ -1,0 +1,260 @@
+"""NLWeb v0.54 over HTTP: ``POST /ask`` and ``POST /await``, a thin front door to the concierge.
+
+``/ask`` is a :class:`~agent_handshake.concierge.conversation.Question` to ``content_search`` (narrowed by
+``itemType``, price and dates), or, with our ``query.capability`` extension, the invocation of a MODE3
+capability (what every result's ``actions[]`` posts). The concierge's answer is rendered as NLWeb: schema.org
+``results`` (or ``content`` + ``structuredData``), an Elicitation for a clarification or missing input, a
+Promise for an accepted async job, a Failure for every error. ``/await`` checks in on that job or cancels it.
+
+Streaming (``Accept: text/event-stream`` or ``prefer.streaming``): ``start`` (the ``_meta``), one ``result``
+per ranked item as soon as retrieval has ranked them (before any answer is written), ``content`` (the summary,
+when asked for), then ``complete`` (the full ``_meta``); a failure half-way is a ``failure`` event, and the
+stream ends with ``end``. Whatever can be refused (bad input, limits, credentials, an unknown conversation's
+turn limit...) is refused before the stream starts, with a JSON Failure and its 4xx status.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import FieldDoesNotExist
+from django.http import HttpResponseBase
+from django.urls import reverse
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .. import content_signals
+from ..concierge import errors
+from ..concierge import limits as ratelimit
+from ..concierge.answering import Ranked
+from ..concierge.conversation import Owner, Question, Turn, converse_steps
+from ..conf import app_settings
+from ..frontdoor import FrontDoorView, domain_error
+from ..models import Document
+from ..registry import capability_registry, content_registry
+from ..retrieval.hybrid import Filters
+from ..sse import accepts_event_stream, event, event_stream
+from . import render
+from .actions import actions_for
+from .request import Ask, PriceRange, parse_ask, parse_await
+from .schema_org import item
+
+logger = logging.getLogger(__name__)
+
+
+def base_url(request: Request) -> str:
+    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+
+
+def owner_of(request: Request) -> Owner:
+    return Owner(request.auth.key if request.auth else None, ratelimit.client_address(request._request))
+
+
+class NLWebView(FrontDoorView):
+    http_method_names = ["post", "options"]
+
+    def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
+        return Response(render.failure(error), status=error.status)
+
+
+class AskView(NLWebView):
+    """``POST /ask`` (see the module docstring)."""
+
+    def post(self, request: Request) -> HttpResponseBase:
+        ask = parse_ask(request.data)
+        if ask.capability:
+            from .invoking import invoke_from_ask  # MODE3 through /ask
+
+            return invoke_from_ask(self, request, ask)
+        capability = capability_registry.get("content_search")
+        if capability is None or capability.handler is None or not capability.is_available():
+            raise errors.Unavailable("This site has no content to search yet.")
+        filters, warnings = self.filters(ask)
+        question = Question(
+            capability=capability,
+            text=ask.text,
+            session_id=ask.conversation_id,
+            filters=filters,
+            previous=ask.previous,
+            strict_session=False,
+            text_may_clarify=True,
+            write_answer=ask.summarize,
+        )
+        steps = converse_steps(question, owner_of(request))
+        # Run to the first event here, so that whatever is refused is a JSON Failure with its status.
+        try:
+            first: Ranked | None = next(steps)
+            turn = None
+        except StopIteration as done:
+            first, turn = None, done.value
+        base = base_url(request)
+        if ask.streaming or accepts_event_stream(request._request):
+            return event_stream(request, self.stream(ask, steps, first, turn, base, warnings))
+        if turn is None:
+            turn = _finish(steps)
+        return self.respond(ask, turn, base, warnings)
+
+    # --- filters ----------------------------------------------------------------------------------------------
+
+    def filters(self, ask: Ask) -> tuple[Filters, list[str]]:
+        """The retrieval filters ``query`` asks for, and warnings for the constraints this site cannot apply."""
+        warnings: list[str] = []
+        configs = list(content_registry)
+        models: list[str] = []
+        if ask.item_type:
+            wanted = ask.item_type.lower()
+            models = [c.label for c in configs if (c.schema_type or "").lower() == wanted]
+            if not models:
+                types = sorted({c.schema_type for c in configs if c.schema_type})
+                warnings.append(f"query.itemType: this site has no {ask.item_type}; its types are {', '.join(types)}.")
+        documents = None
+        if ask.price is not None:
+            scope = [c for c in configs if not ask.item_type or c.label in models]
+            documents = self.priced_documents(scope, ask.price)
+            if documents is None:
+                warnings.append("query.price: nothing on this site that matches the query has a price.")
+        filters = Filters(
+            models=models,
+            published_after=ask.published_after,
+            published_before=ask.published_before,
+            documents=[] if ask.item_type and not models else documents,
+        )
+        return filters, warnings
+
+    @staticmethod
+    def priced_documents(configs: list, price: PriceRange) -> list[int] | None:
+        """The documents of the models with a ``price`` field whose price is in ``price`` (None: no such model)."""
+        found: list[int] | None = None
+        for config in configs:
+            try:
+                config.model._meta.get_field("price")
+            except FieldDoesNotExist:
+                continue
+            objects = config.model._default_manager.all()
+            if price.low is not None:
+                objects = objects.filter(price__gte=price.low)
+            if price.high is not None:
+                objects = objects.filter(price__lte=price.high)
+            ids = [str(pk) for pk in objects.values_list("pk", flat=True)[:10_000]]
+            content_type = ContentType.objects.get_for_model(config.model)
+            rows = Document.objects.filter(content_type=content_type, object_id__in=ids).values_list("pk", flat=True)
+            found = [*(found or []), *rows]
+        return found
+
+    # --- rendering ----------------------------------------------------------------------------------------------
+
+    def items(self, document_ids: list[int], base: str) -> list[dict[str, Any]]:
+        documents = Document.objects.in_bulk(document_ids)
+        ordered = [documents[pk] for pk in document_ids if pk in documents]
+        actions = actions_for(ordered, base + reverse("agent_handshake:nlweb_ask"))
+        results = []
+        for document in ordered:
+            result = item(document, base)
+            if document.pk in actions:
+                result["actions"] = actions[document.pk]
+            results.append(result)
+        return results
+
+    def respond(self, ask: Ask, turn: Turn, base: str, warnings: list[str]) -> Response:
+        if turn.clarification is not None:
+            return Response(clarification_body(turn))
+        reply = turn.reply
+        assert reply is not None
+        body = render.answer(
+            self.items(reply.document_ids, base),
+            response_format=ask.response_format,
+            conversation_id=turn.session_id,
+            summary=reply.answer if ask.summarize else None,
+            **answer_meta(reply, warnings),
+        )
+        response = Response(body)
+        if reply.content_signals:
+            response.headers[content_signals.HEADER] = content_signals.header_value(reply.content_signals)
+        return response
+
+    def stream(
+        self,
+        ask: Ask,
+        steps: Iterator,
+        first: Ranked | None,
+        turn: Turn | None,
+        base: str,
+        warnings: list[str],
+    ) -> Iterator[bytes]:
+        try:
+            yield from self.events(ask, steps, first, turn, base, warnings)
+        except Exception as exc:  # the status is sent: a failure is an event now
+            yield event("failure", render.failure(domain_error(exc)))
+        yield event("end", {"message": "done"})
+
+    def events(
+        self,
+        ask: Ask,
+        steps: Iterator,
+        first: Ranked | None,
+        turn: Turn | None,
+        base: str,
+        warnings: list[str],
+    ) -> Iterator[bytes]:
+        if turn is not None and turn.clarification is not None:
+            body = clarification_body(turn)
+            yield event("start", {"_meta": {**body["_meta"], "streaming": True}})
+            yield event("elicitation", body["elicitation"])
+            yield event("complete", {"_meta": body["_meta"]})
+            return
+        yield event("start", {"_meta": render.meta("answer", ask.conversation_id, streaming=True)})
+        ranked = first.document_ids if first is not None else (turn.reply.document_ids if turn and turn.reply else [])
+        total = 0
+        for index, result in enumerate(self.items(ranked, base)):
+            yield event("result", {"index": index, "item": result})
+            total += 1
+        if turn is None:
+            turn = _finish(steps)
+        reply = turn.reply
+        assert reply is not None
+        head = render.meta("answer", turn.session_id, response_format=ask.response_format, total_items=total)
+        if ask.summarize and reply.answer:
+            yield event("content", {"type": "text", "text": reply.answer})
+            head["summary"] = reply.answer
+        yield event("complete", {"_meta": {**head, **answer_meta(reply, warnings)}})
+
+
+def _finish(steps: Iterator) -> Turn:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def answer_meta(reply: Any, warnings: list[str]) -> dict[str, Any]:
+    extra: dict[str, Any] = {"content_signals": reply.content_signals}
+    if reply.guardrail:
+        extra["guardrail"] = reply.guardrail
+    if warnings:
+        extra["warnings"] = warnings
+    return extra
+
+
+def clarification_body(turn: Turn) -> dict[str, Any]:
+    clarification = turn.clarification
+    assert clarification is not None
+    question: dict[str, Any] = {"id": "scope", "text": clarification.question}
+    if clarification.options:
+        question.update(type="single_select", options=list(clarification.options))
+    else:
+        question["type"] = "text"
+    return render.elicitation(clarification.question, [question], turn.session_id)
+
+
+class AwaitView(NLWebView):
+    """``POST /await``: check in on a Promise's job, or cancel it."""
+
+    def post(self, request: Request) -> HttpResponseBase:
+        wait = parse_await(request.data)
+        from .invoking import await_job
+
+        return await_job(self, request, wait)
