@@ -101,3 +101,13 @@ MANAGERS = [("Desk", "desk@example.com")]
 if os.environ.get("AGENT_HANDSHAKE_TEST_EMAIL_DIR"):
     EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
     EMAIL_FILE_PATH = os.environ["AGENT_HANDSHAKE_TEST_EMAIL_DIR"]
+
+# tests/test_nlweb_live.py points its servers' answers at a local OpenAI-compatible model (tests/fake_openai.py).
+if os.environ.get("AGENT_HANDSHAKE_TEST_ANSWER_URL"):
+    AGENT_HANDSHAKE["ANSWER_BACKEND"] = "agent_handshake.concierge.backends.OpenAIAnswerer"
+    AGENT_HANDSHAKE["ANSWER_OPTIONS"] = {
+        "base_url": os.environ["AGENT_HANDSHAKE_TEST_ANSWER_URL"],
+        "api_key": "test",
+        "model": "test-model",
+        "max_retries": 0,
+    }
