@@ -114,16 +114,35 @@ class FrontDoorView(APIView):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = PinnedNegotiation
     versioning_class = None
+    #: True to authenticate and count in the handler, after the body is read (AHP: credentials may be in it).
+    lazy_authentication = False
 
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
         raise NotImplementedError
+
+    @property
+    def default_response_headers(self) -> dict[str, str]:
+        """None: DRF would put ``Allow`` on every response; ours carry it on a 405 and an OPTIONS only."""
+        return {}
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self.counter = ratelimit.Counter(request._request)
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             check_declared_length(request._request)
-        super().initial(request, *args, **kwargs)  # authenticates
-        self.count(request)
+        super().initial(request, *args, **kwargs)  # authenticates, unless lazily
+        if not self.lazy_authentication:
+            self.count(request)
+
+    def perform_authentication(self, request: Request) -> None:
+        if not self.lazy_authentication:
+            request.user  # noqa: B018 - DRF authenticates on first access
+
+    def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """An empty 200 with ``Allow``, as Django answers (DRF's metadata would describe the view)."""
+        response = Response(status=200)
+        response.headers["Allow"] = ", ".join(self.allowed_methods)
+        response.headers["Content-Length"] = "0"
+        return response
 
     def count(self, request: Request) -> None:
         if request.auth is None:

@@ -13,24 +13,22 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.decorators import method_decorator
-from django.views import View
-from django.views.decorators.csrf import csrf_exempt
+from django.http import HttpResponseBase, JsonResponse
+from rest_framework.request import Request
 
 from .. import content_signals
 from ..concierge import errors
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, Turn, converse
-from ..conf import app_settings
 from ..identity import auth
+from ..identity.authentication import REALM, AgentKeyAuthentication
 from ..registry import Capability, capability_registry, content_registry
 from ..retrieval.hybrid import Filters
 from . import invoke
-from .errors import error_response, method_not_allowed, render_error
+from .base import AHPView, BodyTokenAuthentication
+from .errors import error_response
 from .negotiation import UnsupportedType, negotiate
-from .request import ConverseRequest, RequestError, parse_request
+from .request import ConverseRequest, RequestError, parse_data
 
 logger = logging.getLogger(__name__)
 
@@ -54,61 +52,29 @@ def refused(counter: ratelimit.Counter, exc: auth.AuthError) -> JsonResponse:
 
 def unauthorized(exc: auth.AuthError) -> JsonResponse:
     response = error_response(exc.status, exc.code, exc.message)
-    response.headers["WWW-Authenticate"] = 'Bearer realm="agent_handshake"'
+    response.headers["WWW-Authenticate"] = REALM
     return response
 
 
-@method_decorator(csrf_exempt, name="dispatch")
-class ConverseView(View):
+class ConverseView(AHPView):
     http_method_names = ["post", "options"]
+    authentication_classes = [AgentKeyAuthentication, BodyTokenAuthentication]
+    #: The body is read and validated before the credentials are checked (they may be in it).
+    lazy_authentication = True
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        self.counter = ratelimit.Counter(request)
-        self.usages = self.counter.usages
+    def post(self, request: Request) -> HttpResponseBase:
         try:
-            response = super().dispatch(request, *args, **kwargs)
-        except Exception:
-            logger.exception("The concierge failed on %s", request.path)
-            response = error_response(500, "concierge_error", "The concierge failed; the error was logged.")
-        return self.counter.headers(response)
-
-    def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        return method_not_allowed(request.method or "", ["POST"])
-
-    def post(self, request: HttpRequest) -> HttpResponse:
-        limit = app_settings.MAX_REQUEST_BYTES
-        too_large = error_response(413, "request_too_large", f"The request body is over the {limit}-byte cap.")
-        declared = request.META.get("CONTENT_LENGTH") or "0"
-        if not (declared.isascii() and declared.isdigit()):  # Django's request.body would fail on it (a 500)
-            return error_response(400, "invalid_request", "Content-Length must be a number of bytes.")
-        if int(declared) > limit:
-            return too_large
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            return too_large
-        if len(body) > limit:
-            return too_large
-        try:
-            converse_request = parse_request(body)
+            converse_request = parse_data(request.data)
         except RequestError as exc:
             return error_response(400, exc.code, exc.message, **exc.extra)
-        try:
-            credentials = auth.authenticate(request, body, converse_request.raw.get("auth"))
-        except auth.AuthError as exc:
-            return refused(self.counter, exc)
-        if credentials is None:
-            ip = self.counter.count_ip()
-            if ip.exceeded:
-                return rate_limited(ip, "Rate limit exceeded for this IP address.")
-        else:
-            usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
-            if usage.exceeded:
-                return rate_limited(usage, "Rate limit exceeded for this API key.")
+        request.user  # noqa: B018 - authenticates (headers, then the body's auth field)
+        self.count(request)
+        credentials = request.auth
+        django_request = request._request
         anonymous_name = converse_request.requesting_agent if credentials is None else ""
-        agent = ratelimit.count_agent(request, anonymous_name) if anonymous_name else None
+        agent = ratelimit.count_agent(django_request, anonymous_name) if anonymous_name else None
         if agent is not None:
-            self.usages.append(agent)
+            self.counter.usages.append(agent)
             if agent.exceeded:
                 return rate_limited(agent, "Rate limit exceeded for this agent identity.")
         capabilities = converse_capabilities()
@@ -139,24 +105,23 @@ class ConverseView(View):
                 available_types=exc.available,
             )
         if capability.action_type is not None:  # MODE3
-            invocation = invoke.Call(request, body, converse_request, capability, credentials, negotiated, self.usages)
-            return invocation.respond()
-        owner = Owner(credentials.key if credentials else None, ratelimit.client_address(request))
-        try:
-            question = Question(
-                capability=capability,
-                text=converse_request.query,
-                session_id=converse_request.session_id,
-                clarification=converse_request.clarification,
-                content_type=negotiated.content_type,
-                fallback_from=negotiated.fallback_from,
-                max_tokens=converse_request.max_tokens,
-                filters=self.filters(converse_request),
-                requesting_agent=converse_request.requesting_agent,
+            invocation = invoke.Call(
+                django_request, converse_request, capability, credentials, negotiated, self.counter.usages
             )
-            turn = converse(question, owner)
-        except errors.ConciergeError as exc:
-            return render_error(exc)
+            return invocation.respond()
+        owner = Owner(credentials.key if credentials else None, ratelimit.client_address(django_request))
+        question = Question(
+            capability=capability,
+            text=converse_request.query,
+            session_id=converse_request.session_id,
+            clarification=converse_request.clarification,
+            content_type=negotiated.content_type,
+            fallback_from=negotiated.fallback_from,
+            max_tokens=converse_request.max_tokens,
+            filters=self.filters(converse_request),
+            requesting_agent=converse_request.requesting_agent,
+        )
+        turn = converse(question, owner)
         return render_turn(turn, capability, negotiated.fallback_from)
 
     def filters(self, converse_request: ConverseRequest) -> Filters:

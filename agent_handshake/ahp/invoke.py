@@ -20,13 +20,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
-from django.views import View
 from django.views.decorators.cache import never_cache
-from django.views.decorators.csrf import csrf_exempt
+from rest_framework.request import Request
 
 from .. import state
 from ..concierge import calls, errors, jobs
@@ -36,7 +35,8 @@ from ..concierge.validation import unstorable
 from ..identity import auth
 from ..models import Job
 from ..registry import Capability
-from .errors import error_response, method_not_allowed, render_error
+from .base import AHPView
+from .errors import error_response, render_error
 from .negotiation import Negotiated
 from .render import response_meta, response_object, status_body
 from .request import ConverseRequest
@@ -50,7 +50,6 @@ class Call:
     def __init__(
         self,
         request: HttpRequest,
-        body: bytes,
         converse_request: ConverseRequest,
         capability: Capability,
         credentials: auth.Credentials | None,
@@ -126,48 +125,22 @@ class Call:
 
 
 @method_decorator(never_cache, name="dispatch")
-@method_decorator(csrf_exempt, name="dispatch")  # read-only: a wrong method gets the JSON 405, not the CSRF page
-class JobStatusView(View):
+class JobStatusView(AHPView):
     """``GET /agent/converse/status/<session_id>`` (§9.2): readable only with the credentials that started it."""
 
     http_method_names = ["get", "head", "options"]
+    allowed = ["GET"]
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        self.counter = ratelimit.Counter(request)
-        try:
-            response = super().dispatch(request, *args, **kwargs)
-        except Exception:
-            logger.exception("The job status endpoint failed on %s", request.path)
-            response = error_response(500, "concierge_error", "The concierge failed; the error was logged.")
-        return self.counter.headers(response)
-
-    def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        return method_not_allowed(request.method or "", ["GET"])
-
-    def get(self, request: HttpRequest, session_id: str) -> HttpResponse:
-        from .converse import rate_limited, refused, unauthorized
-
-        try:
-            credentials = auth.authenticate(request, b"")
-        except auth.AuthError as exc:
-            return refused(self.counter, exc)
-        if credentials is None:
-            ip = self.counter.count_ip()
-            if ip.exceeded:
-                return rate_limited(ip, "Rate limit exceeded for this IP address.")
-            return unauthorized(auth.AuthError("Job status is readable only with the credentials that started it."))
-        usage = self.counter.add(ratelimit.count_key(request, credentials.rate_key))
-        if usage.exceeded:
-            return rate_limited(usage, "Rate limit exceeded for this API key.")
+    def get(self, request: Request, session_id: str) -> HttpResponseBase:
+        if request.auth is None:
+            raise errors.AuthRequired("Job status is readable only with the credentials that started it.")
         if unstorable(session_id):
-            return error_response(
-                400, "invalid_request", "The session_id in the URL contains a NUL character or a surrogate."
-            )
+            raise errors.InvalidInput("The session_id in the URL contains a NUL character or a surrogate.")
         job = Job.objects.filter(pk=session_id).first()
         if job is None:
-            return error_response(404, "invalid_request", "No job has this session_id.", reason="unknown_session")
-        if job.api_key_id != credentials.key.pk:
-            return error_response(403, "forbidden", "These credentials did not start this job.")
+            raise errors.NotFound("No job has this session_id.", reason="unknown_session")
+        if job.api_key_id != request.auth.key.pk:
+            raise errors.Forbidden("These credentials did not start this job.")
         if job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
             jobs.expire(pk=job.pk)  # the others are the recover_jobs task's
             job.refresh_from_db()

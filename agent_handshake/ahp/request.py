@@ -95,12 +95,13 @@ def _path(error: jsonschema.ValidationError) -> str:
 def parse_request(body: bytes) -> ConverseRequest:
     """The validated request, or :class:`RequestError` with the AHP code and the failing fields."""
     try:
-        return _parse(load_object(body))
+        return parse_data(load_object(body))
     except InvalidInput as exc:
         raise RequestError(exc.code, exc.message, **exc.details) from exc
 
 
-def _parse(data: dict[str, Any]) -> ConverseRequest:
+def parse_data(data: dict[str, Any]) -> ConverseRequest:
+    """:func:`parse_request` of a body already read as a checked JSON object."""
     missing = [name for name in ("capability", "query") if name not in data or data[name] in (None, "")]
     if missing:
         raise RequestError("missing_field", f"Required field(s) missing: {', '.join(missing)}.", fields=missing)
