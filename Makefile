@@ -39,6 +39,7 @@ test: install-test
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 ## make bench: the benchmarks in bench/ (tables on stdout)
 bench: install-test
