@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 CONVERSE = "/agent/converse"
 STATUS = "/agent/converse/status/"
 MANIFEST = "/.well-known/agent.json"
+ASK = "/ask"
+AWAIT = "/await"
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Window")
 VALID_BEARER = "Bearer {secret}"
 SIGN = "{sign}"
@@ -162,6 +164,61 @@ ahp_bodies = st.fixed_dictionaries(
 )
 
 
+nlweb_query = st.fixed_dictionaries(
+    {"text": _or_junk(st.sampled_from(QUERIES))},
+    optional={
+        "itemType": _or_junk(st.sampled_from(["Product", "VideoObject", "Recipe", ""])),
+        "price": _or_junk(st.sampled_from(["less than $20", "$10-$30", "over 5", "12.5", "cheap", "-3"])),
+        "datePublished": dates,
+        "datePublishedAfter": dates,
+        "site": _or_junk(st.just("example.com")),
+        "capability": _or_junk(st.sampled_from(CAPABILITIES)),
+        "input": _or_junk(capability_input),
+    },
+)
+nlweb_bodies = st.fixed_dictionaries(
+    {"query": _or_junk(nlweb_query)},
+    optional={
+        "context": _or_junk(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "prev": _or_junk(st.lists(st.sampled_from(QUERIES), max_size=3)),
+                    "memory": _or_junk(st.one_of(st.just("vegetarian"), st.lists(short_text, max_size=3))),
+                    "text": _or_junk(short_text),
+                    "@type": _or_junk(st.just("ConversationalContext")),
+                },
+            )
+        ),
+        "prefer": _or_junk(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "streaming": _or_junk(st.booleans()),
+                    "response_format": _or_junk(st.sampled_from(["conv_search", "chatgpt_app", "other"])),
+                    "mode": _or_junk(st.sampled_from(["list", "summarize", "detailed"])),
+                    "accept-language": _or_junk(st.just("en")),
+                },
+            )
+        ),
+        "meta": _or_junk(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "api_version": _or_junk(st.just("0.54")),
+                    "version": _or_junk(st.just("0.54")),
+                    "session_context": _or_junk(st.fixed_dictionaries({"conversation_id": _or_junk(short_text)})),
+                },
+            )
+        ),
+    },
+)
+await_bodies = st.fixed_dictionaries(
+    {"promise_token": _or_junk(short_text)},
+    optional={"action": _or_junk(st.sampled_from(["checkin", "cancel", "CANCEL", "explode"])), "meta": json_values},
+)
+
+
 def deep(depth: int) -> bytes:
     """A small body with ``depth`` nested arrays in context.input (1,200 levels is under 2.5 KB)."""
     nested = b"[" * depth + b"]" * depth
@@ -256,8 +313,21 @@ def other_cases() -> st.SearchStrategy[Case]:
     )
 
 
+def nlweb_cases() -> st.SearchStrategy[Case]:
+    """POST /ask and /await with generated NLWeb bodies (or any bytes) and headers."""
+    encoded = st.one_of(
+        nlweb_bodies.map(lambda body: json.dumps(body).encode()),
+        nlweb_bodies.map(lambda body: json.dumps(body).encode()),
+        bodies,
+    )
+    return st.one_of(
+        st.builds(lambda body, hdrs: Case("POST", ASK, hdrs, body), encoded, headers),
+        st.builds(lambda body, hdrs: Case("POST", AWAIT, hdrs, json.dumps(body).encode()), await_bodies, headers),
+    )
+
+
 def all_cases() -> st.SearchStrategy[Case]:
-    return st.one_of(converse_cases(), other_cases())
+    return st.one_of(converse_cases(), nlweb_cases(), other_cases())
 
 
 def run(strategy: st.SearchStrategy[Case], count: int, check: Callable[[Case], None], *, random_seed: int) -> None:
@@ -313,6 +383,8 @@ def endpoint(path: str) -> str | None:
         return "status"
     if decoded == MANIFEST:
         return "manifest"
+    if decoded in (ASK, AWAIT):
+        return "nlweb"
     return None
 
 
@@ -328,7 +400,11 @@ def problems(case: Case, status: int, content_type: str, hdrs: dict[str, str], b
         return found
     if body and {name.lower(): value for name, value in hdrs.items()}.get("content-encoding") == "gzip":
         body = gzip.decompress(body)
-    if body or (status >= 400 and case.method != "HEAD"):
+    streamed = kind == "nlweb" and status == 200 and content_type.startswith("text/event-stream")
+    if streamed:
+        if b"event: end" not in body:
+            found.append("an event stream without its end event")
+    elif body or (status >= 400 and case.method != "HEAD"):
         if content_type.split(";")[0].strip() != "application/json":
             found.append(f"Content-Type {content_type!r}")
         else:
@@ -336,7 +412,7 @@ def problems(case: Case, status: int, content_type: str, hdrs: dict[str, str], b
                 json.loads(body)
             except ValueError:
                 found.append("a body that is not JSON")
-    if kind in ("converse", "status"):
+    if kind in ("converse", "status", "nlweb"):
         missing = [name for name in RATE_HEADERS if name not in hdrs]
         if missing:
             found.append(f"no {', '.join(missing)}")

@@ -407,6 +407,18 @@ def test_no_generated_request_to_another_url_gets_a_5xx(robust, case):
     check(case, robust)
 
 
+@BOUNDED
+@given(case=fuzzing.nlweb_cases())
+@example(case=fuzzing.Case("POST", "/ask", {}, b'{"query": {"text": "tea\\u0000"}}'))
+@example(case=fuzzing.Case("POST", "/ask", {}, b'{"query": {"text": "tea", "price": "cheap"}}'))
+@example(case=fuzzing.Case("POST", "/ask", {"Accept": "text/event-stream"}, b'{"query": {"text": "sencha"}}'))
+@example(case=fuzzing.Case("POST", "/ask", {}, b'{"query": {"text": "x", "capability": "escalate_to_human"}}'))
+@example(case=fuzzing.Case("POST", "/ask", {}, fuzzing.deep(1200)))
+@example(case=fuzzing.Case("POST", "/await", {"Authorization": fuzzing.VALID_BEARER}, b'{"promise_token": "x"}'))
+def test_no_generated_nlweb_request_gets_a_5xx(robust, case):
+    check(case, robust)
+
+
 def test_the_strategies_reach_the_code_behind_validation(robust):
     """Not every generated converse body is refused at parse time: some are answered (a guard against strategies
     that only ever exercise the JSON parser)."""
