@@ -24,6 +24,7 @@ def main() -> int:
         "bench_llms_full",
         "bench_converse",
         "bench_converse_load",
+        "bench_nlweb",
         "bench_jobs",
         "bench_fuzz",
     ]

@@ -17,7 +17,7 @@ from django.contrib.contenttypes.models import ContentType
 from ..concierge.invocation import check_input
 from ..models import Document
 from ..registry import Capability, capability_registry
-from .schema_org import CONTEXT
+from .schema_org import CONTEXT, text
 
 
 def action_type(capability: Capability) -> str:
@@ -67,8 +67,8 @@ def actions_for(documents: list[Document], endpoint: str) -> dict[int, list[dict
                 "protocol": "HTTP",
                 "method": "POST",
                 "endpoint": endpoint,
-                "params": {"query": {"text": f"{capability.name} for {obj}", "capability": capability.name,
-                                     "input": data}},
+                "params": {"query": {"text": f"{capability.name} for {text(str(obj), 200)}",
+                                     "capability": capability.name, "input": data}},
             }  # fmt: skip
             if capability.requires_auth:
                 action["authentication"] = "required"
