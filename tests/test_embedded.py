@@ -73,7 +73,7 @@ def postmaster_pid(data_dir) -> int | None:
     return int(pid_file.read_text().splitlines()[0]) if pid_file.exists() else None
 
 
-def assert_server_stops(data_dir, postmaster: int, timeout: float = 15) -> None:
+def assert_server_stops(data_dir, postmaster: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while postmaster_pid(data_dir) is not None or psutil.pid_exists(postmaster):
         assert time.monotonic() < deadline, f"the embedded server (pid {postmaster}) still runs"
@@ -101,7 +101,7 @@ def test_a_process_stopped_any_normal_way_stops_the_server(server_dir, how):
         assert postmaster is not None
         if how != "exit":
             process.send_signal(getattr(signal, how))
-        process.wait(30)
+        process.wait(90)  # a checkpoint on a loaded 2-core machine can take tens of seconds
     finally:
         if process.poll() is None:
             process.kill()
