@@ -30,7 +30,7 @@ SCIFACT = ROOT.parent / "shared" / "evaldata" / "scifact"
 
 
 def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values) * 1000, q))
+    return round(float(np.percentile(np.asarray(values) * 1000, q)), 1)
 
 
 def environ(path: str, body: dict, accept: str = "application/json") -> dict:
