@@ -125,6 +125,13 @@ class FrontDoorView(APIView):
         """None: DRF would put ``Allow`` on every response; ours carry it on a 405 and an OPTIONS only."""
         return {}
 
+    def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Request:
+        # DRF reads no body without a Content-Type; agents that leave it out still send JSON (as AgentJSONParser
+        # reads whatever the header says).
+        if not request.META.get("CONTENT_TYPE"):
+            request.META["CONTENT_TYPE"] = AgentJSONParser.media_type
+        return super().initialize_request(request, *args, **kwargs)
+
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self.counter = ratelimit.Counter(request._request)
         if request.method not in ("GET", "HEAD", "OPTIONS"):

@@ -332,3 +332,15 @@ def test_await_needs_the_credentials_that_started_the_job(client, demo, agent_ke
     response, failure = post(client, "/await", {"promise_token": "x", "action": "explode"})
     assert response.status_code == 400
     assert failure["error"]["details"]["fields"] == ["action"]
+
+
+@pytest.mark.parametrize("content_type", ["", "text/plain"])
+def test_json_without_a_json_content_type_is_read_by_both_front_doors(client, demo, content_type):
+    """Agents send JSON; a missing or wrong Content-Type is not a reason to read no body (DRF would)."""
+    converse = client.generic(
+        "POST", "/agent/converse", json.dumps({"capability": "content_search", "query": "hojicha"}), content_type
+    )
+    assert converse.status_code == 200, converse.content[:300]
+    nlweb = client.generic("POST", "/ask", json.dumps({"query": {"text": "hojicha"}}), content_type)
+    assert nlweb.status_code == 200, nlweb.content[:300]
+    assert nlweb.json()["results"]
