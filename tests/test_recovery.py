@@ -118,3 +118,19 @@ def test_idempotency_records_purge_expired_ones_without_beat(client, django_capt
         )
     assert response.status_code == 200, response.json()
     assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["fresh"]
+
+
+def test_cancelling_a_job_whose_worker_died_cancels_it_at_once(published, django_capture_on_commit_callbacks):
+    """A running job nobody holds (its worker died) is cancelled on the spot, and recovery never sends it again."""
+    from agent_handshake.concierge.jobs import cancel
+    from agent_handshake.models import CancelRequest
+
+    job = Job.objects.create(capability="compile_report", status=Job.Status.RUNNING, attempts=1)
+    cancelled = cancel(job.pk)
+    assert cancelled.status == Job.Status.CANCELLED
+    assert cancelled.error["code"] == "cancelled"
+    assert not CancelRequest.objects.exists()
+    later = Job.objects.get(pk=job.pk).updated_at + datetime.timedelta(hours=1)
+    assert tick(django_capture_on_commit_callbacks, later)["requeued"] == 0
+    assert published == []
+    assert run(job.pk) == "skipped"

@@ -212,7 +212,8 @@ def cancel(job_id: str) -> Job:
     """Cancel a job that has not finished, and return it.
 
     A queued job is cancelled at once (a worker that later gets its message finds nothing to run), and so is one
-    waiting for an operator (the human desk no longer takes an answer for it). A running job's worker holds its
+    waiting for an operator (the human desk no longer takes an answer for it) and a running one whose worker died
+    (no one holds its row lock). A running job's worker holds its
     row lock, so the request is written aside (:class:`~agent_handshake.models.CancelRequest`), without waiting:
     the worker discards the result and rolls back the handler's writes when the handler returns (a long handler
     may stop early: :meth:`Invocation.cancelled`). The job returned is then still ``running``; it is
@@ -221,7 +222,8 @@ def cancel(job_id: str) -> Job:
     with transaction.atomic():
         job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
         if job is not None:
-            if job.status in (Status.QUEUED, Status.WAITING):
+            # Unlocked, an active job has no worker on it (queued, waiting, or its worker died): cancel it now.
+            if job.status in Job.ACTIVE:
                 _cancelled(job)
             return job
         CancelRequest.objects.get_or_create(job_id=job_id)
