@@ -94,6 +94,9 @@ def test_a_process_stopped_any_normal_way_stops_the_server(server_dir, how):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As a process started from a terminal: under nohup SIGHUP is ignored, and an ignored signal is the
+        # program's choice, which exit_normally_on_stop_signals keeps.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     try:
         assert process.stdout.readline().strip() == "ready", process.stderr.read()
