@@ -163,6 +163,31 @@ def text_side(queries: list[str], retriever, scope, settings: dict) -> tuple[lis
     return budgeted_times, exhaustive_times
 
 
+def scifact_site(database: str, seed_docs: int, queries: int) -> tuple[list[dict], list[str], object]:
+    """A fresh bench database with Django set up, the first ``seed_docs`` SciFact documents loaded as the
+    registered ``BeirDocument`` model (documents synced, passages not yet indexed), and the first ``queries``
+    query texts. Returns (corpus rows, query texts, the model's ContentConfig)."""
+    fresh_database(database)
+    os.environ["BENCH_DATABASE"] = database
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from agent_handshake.indexing import reindex_model
+    from agent_handshake.registry import content_registry
+    from bench.beirapp.models import BeirDocument
+
+    call_command("migrate", verbosity=0)
+    corpus = read_jsonl(str(SCIFACT / "corpus.jsonl"))[:seed_docs]
+    texts = [q["text"] for q in read_jsonl(str(SCIFACT / "queries.jsonl"))[:queries]]
+    BeirDocument.objects.bulk_create(BeirDocument(doc_id=r["_id"], title=r["title"], text=r["text"]) for r in corpus)
+    config = content_registry.get_config(BeirDocument)
+    reindex_model(config)
+    return corpus, texts, config
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -171,31 +196,19 @@ def main() -> None:
     parser.add_argument("--database", default="agent_handshake_bench_converse")
     args = parser.parse_args()
 
-    fresh_database(args.database)
-    os.environ["BENCH_DATABASE"] = args.database
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-    import django
-
-    django.setup()
+    corpus, queries, config = scifact_site(args.database, args.seed_docs, args.queries)
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
-    from django.core.management import call_command
     from django.test import override_settings
 
     from agent_handshake.conf import app_settings
-    from agent_handshake.indexing import index_passages, reindex_model, sync_and_index
+    from agent_handshake.indexing import index_passages, sync_and_index
     from agent_handshake.models import Passage
-    from agent_handshake.registry import capability_registry, content_registry
+    from agent_handshake.registry import capability_registry
     from agent_handshake.retrieval.embeddings import get_embedding_backend
     from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
     from bench.beirapp.models import BeirDocument
 
-    call_command("migrate", verbosity=0)
-    corpus = read_jsonl(str(SCIFACT / "corpus.jsonl"))[: args.seed_docs]
-    queries = [q["text"] for q in read_jsonl(str(SCIFACT / "queries.jsonl"))[: args.queries]]
-    BeirDocument.objects.bulk_create(BeirDocument(doc_id=r["_id"], title=r["title"], text=r["text"]) for r in corpus)
-    config = content_registry.get_config(BeirDocument)
-    reindex_model(config)
     started = time.perf_counter()
     index_passages(config)
     index_seconds = time.perf_counter() - started

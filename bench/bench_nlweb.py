@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 
 import numpy as np
-from bench_retrieval_quality import fresh_database, read_jsonl
-from common import ROOT, print_table
-
-SCIFACT = ROOT.parent / "shared" / "evaldata" / "scifact"
+from bench_converse import scifact_site
+from common import print_table
 
 
 def pct(values: list[float], q: float) -> float:
@@ -120,29 +117,15 @@ def main() -> None:
     parser.add_argument("--database", default="agent_handshake_bench_nlweb")
     args = parser.parse_args()
 
-    fresh_database(args.database)
-    os.environ["BENCH_DATABASE"] = args.database
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-    import django
-
-    django.setup()
+    corpus, queries, config = scifact_site(args.database, args.seed_docs, args.queries)
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
-    from django.core.management import call_command
     from django.test import override_settings
 
-    from agent_handshake.indexing import index_passages, reindex_model
-    from agent_handshake.registry import content_registry
+    from agent_handshake.indexing import index_passages
     from agent_handshake.retrieval.embeddings import get_embedding_backend
-    from bench.beirapp.models import BeirDocument
     from tests.fake_openai import FakeOpenAI
 
-    call_command("migrate", verbosity=0)
-    corpus = read_jsonl(str(SCIFACT / "corpus.jsonl"))[: args.seed_docs]
-    queries = [q["text"] for q in read_jsonl(str(SCIFACT / "queries.jsonl"))[: args.queries]]
-    BeirDocument.objects.bulk_create(BeirDocument(doc_id=r["_id"], title=r["title"], text=r["text"]) for r in corpus)
-    config = content_registry.get_config(BeirDocument)
-    reindex_model(config)
     index_passages(config)
     backend_cache = get_embedding_backend()._cache()[0]
     handler = WSGIHandler()
