@@ -171,6 +171,14 @@ def test_cancelling_a_queued_job_means_it_never_runs(tmp_path):
         assert not Report.objects.filter(job_id=token).exists()
         assert Job.objects.get(pk=token).status == "cancelled"
         assert Job.objects.get(pk=token).attempts == 0
+        # Any front door renders the finished job: AHP's status URL reports it as failed, code cancelled (§9.2).
+        status, polled = stack.request(
+            "GET", f"/agent/converse/status/{token}", headers={"Authorization": f"Bearer {secret}"}
+        )
+        assert status == 200
+        assert polled["status"] == "failed"
+        assert polled["error"]["code"] == "cancelled"
+        assert "eta_seconds" not in polled
 
 
 @pytest.mark.django_db(transaction=True)

@@ -74,7 +74,7 @@ def status_body(job: Job) -> dict[str, Any]:
         body["response"] = response_object(capability, outcome, job.content_type)
         body["meta"] = response_meta(capability, job.content_type, fallback, dict(state.snapshot().site_signals))
         return body
-    if job.status == Job.Status.FAILED:
+    if job.status in (Job.Status.FAILED, Job.Status.CANCELLED):  # §9.2 knows no "cancelled": failed, code cancelled
         error = job.error or {"code": "concierge_error", "message": "The job failed."}
         body["progress"] = error["message"]
         body["error"] = error
