@@ -344,3 +344,19 @@ def test_json_without_a_json_content_type_is_read_by_both_front_doors(client, de
     nlweb = client.generic("POST", "/ask", json.dumps({"query": {"text": "hojicha"}}), content_type)
     assert nlweb.status_code == 200, nlweb.content[:300]
     assert nlweb.json()["results"]
+
+
+def test_a_stream_names_its_conversation_once_it_is_known(client, demo):
+    """``start`` carries no conversation id (the one sent may be unknown and start a new one); ``complete``
+    carries the one the turn was recorded in."""
+    response = client.post(
+        "/ask",
+        data=json.dumps({"query": {"text": "hojicha"}, "meta": {"session_context": {"conversation_id": "conv_x"}}}),
+        content_type="application/json",
+        headers={"Accept": "text/event-stream"},
+    )
+    events = dict(parse_events(b"".join(response.streaming_content)))
+    assert "session_context" not in events["start"]["_meta"]
+    conversation = events["complete"]["_meta"]["session_context"]["conversation_id"]
+    assert conversation != "conv_x"
+    assert ConverseSession.objects.filter(pk=conversation).exists()

@@ -217,10 +217,15 @@ def cancel(job_id: str) -> Job:
     row lock, so the request is written aside (:class:`~agent_handshake.models.CancelRequest`), without waiting:
     the worker discards the result and rolls back the handler's writes when the handler returns (a long handler
     may stop early: :meth:`Invocation.cancelled`). The job returned is then still ``running``; it is
-    ``cancelled`` once the worker has seen the request. A finished job is returned unchanged.
+    ``cancelled`` once the worker has seen the request. A request that arrives after the worker's last check
+    (the capability has returned, its result is being committed) is too late: the job ends ``success`` and
+    recovery deletes the request. A finished job is returned unchanged.
     """
     with transaction.atomic():
         job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
+        if job is None and Job.objects.filter(pk=job_id, status=Status.WAITING).exists():
+            # A waiting job's lock is held briefly (an operator's answer, its expiry): wait for it.
+            job = Job.objects.select_for_update().get(pk=job_id)
         if job is not None:
             # Unlocked, an active job has no worker on it (queued, waiting, or its worker died): cancel it now.
             if job.status in Job.ACTIVE:

@@ -9,6 +9,7 @@ valid gets no action). Actions that need credentials say so (``"authentication":
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import Any
 
@@ -18,6 +19,8 @@ from ..concierge.invocation import check_input
 from ..models import Document
 from ..registry import Capability, capability_registry
 from .schema_org import CONTEXT, text
+
+logger = logging.getLogger(__name__)
 
 
 def action_type(capability: Capability) -> str:
@@ -56,8 +59,12 @@ def actions_for(documents: list[Document], endpoint: str) -> dict[int, list[dict
             prefill = capability.applies_to.get(obj._meta.label_lower)
             if prefill is None:
                 continue
-            data = prefill(obj)
-            if check_input(capability, data) is not None:
+            try:
+                data = prefill(obj)
+            except Exception:  # the site's own function: one object's failure costs that action, not the answer
+                logger.exception("applies_to of %s failed for %r", capability.name, obj)
+                continue
+            if not isinstance(data, dict) or check_input(capability, data) is not None:
                 continue
             action: dict[str, Any] = {
                 "@context": CONTEXT,

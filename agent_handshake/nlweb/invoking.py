@@ -9,7 +9,8 @@ accepted ``async`` job is a Promise (HTTP 202) whose ``token`` ``/await`` takes:
 Promise while the job runs and the Answer once it is done; ``cancel`` stops it (see
 :func:`agent_handshake.concierge.jobs.cancel`). A job that failed, expired or was cancelled is a Failure
 (``JOB_FAILED``, ``EXPIRED``, ``CANCELLED``) with HTTP 200: the ``/await`` request itself succeeded. Only the
-API key that started a job may await or cancel it.
+API key that started a job may await or cancel it (``async`` capabilities always need credentials, so every
+job has one); another key gets 403, as on AHP's status URL.
 """
 
 from __future__ import annotations

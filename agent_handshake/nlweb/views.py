@@ -21,6 +21,8 @@ from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import FieldDoesNotExist
+from django.db.models import CharField
+from django.db.models.functions import Cast
 from django.http import HttpResponseBase
 from django.urls import reverse
 from rest_framework.request import Request
@@ -138,7 +140,7 @@ class AskView(NLWebView):
                 objects = objects.filter(price__gte=price.low)
             if price.high is not None:
                 objects = objects.filter(price__lte=price.high)
-            ids = [str(pk) for pk in objects.values_list("pk", flat=True)[:10_000]]
+            ids = objects.annotate(id_text=Cast("pk", CharField())).values("id_text")  # a subquery, not a list
             content_type = ContentType.objects.get_for_model(config.model)
             rows = Document.objects.filter(content_type=content_type, object_id__in=ids).values_list("pk", flat=True)
             found = [*(found or []), *rows]
@@ -205,7 +207,9 @@ class AskView(NLWebView):
             yield event("elicitation", body["elicitation"])
             yield event("complete", {"_meta": body["_meta"]})
             return
-        yield event("start", {"_meta": render.meta("answer", ask.conversation_id, streaming=True)})
+        # The conversation is known once the turn is recorded: ``complete`` carries it (the id the agent sent may
+        # have started a new one).
+        yield event("start", {"_meta": render.meta("answer", streaming=True)})
         ranked = first.document_ids if first is not None else (turn.reply.document_ids if turn and turn.reply else [])
         total = 0
         for index, result in enumerate(self.items(ranked, base)):
