@@ -18,6 +18,7 @@ DRF's own, Django's, and anything unexpected, which is logged and becomes ``Fail
 
 from __future__ import annotations
 
+import abc
 import logging
 from typing import Any
 
@@ -35,7 +36,7 @@ from .concierge import errors
 from .concierge import limits as ratelimit
 from .concierge.validation import load_object
 from .conf import app_settings
-from .identity.authentication import AgentKeyAuthentication, CredentialsRefused
+from .identity.authentication import REALM, AgentKeyAuthentication, CredentialsRefused
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def domain_error(exc: Exception) -> errors.ConciergeError:
     return errors.Failed("The concierge failed; the error was logged.")
 
 
-class FrontDoorView(APIView):
+class FrontDoorView(APIView, abc.ABC):
     """The base of every protocol endpoint (see the module docstring); subclasses set :meth:`render_error`."""
 
     authentication_classes = [AgentKeyAuthentication]
@@ -117,8 +118,9 @@ class FrontDoorView(APIView):
     #: True to authenticate and count in the handler, after the body is read (AHP: credentials may be in it).
     lazy_authentication = False
 
+    @abc.abstractmethod
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
-        raise NotImplementedError
+        """``error`` as the protocol's error response (its status is ``error.status``)."""
 
     @property
     def default_response_headers(self) -> dict[str, str]:
@@ -171,7 +173,7 @@ class FrontDoorView(APIView):
         error = domain_error(exc)
         response = self.render_error(error)
         if error.status == 401:
-            response.headers["WWW-Authenticate"] = AgentKeyAuthentication().authenticate_header(self.request)
+            response.headers["WWW-Authenticate"] = REALM
         if error.status == 429 and isinstance(error.details.get("retry_after"), int):
             response.headers["Retry-After"] = str(error.details["retry_after"])
         if isinstance(exc, exceptions.MethodNotAllowed):
@@ -182,7 +184,3 @@ class FrontDoorView(APIView):
         response = super().finalize_response(request, response, *args, **kwargs)
         counter = getattr(self, "counter", None) or ratelimit.Counter(request._request)
         return counter.headers(response)
-
-
-def json_response(body: dict[str, Any], status: int = 200) -> Response:
-    return Response(body, status=status)

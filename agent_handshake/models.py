@@ -287,7 +287,7 @@ class ApiKeyManager(models.Manager["ApiKey"]):
 
         ``key_id`` and ``salt`` are random unless given (the demo passes fixed ones so its key is reproducible).
         """
-        from .identity import keys
+        from . import keys
 
         key = self.model(
             client=client,
@@ -308,7 +308,7 @@ class ApiKey(models.Model):
 
     Only a SHA-256 hash of the secret is stored. The secret is derived from ``SECRET_KEY``, the key id and a
     random salt, so the server can recompute it to check request signatures and to sign callbacks, while a copy
-    of the database alone reveals no usable secret (see ``agent_handshake/identity/keys.py``).
+    of the database alone reveals no usable secret (see ``agent_handshake/keys.py``).
     """
 
     client = models.ForeignKey(AgentClient, on_delete=models.CASCADE, related_name="keys", verbose_name=_("client"))
@@ -349,7 +349,7 @@ class ApiKey(models.Model):
 
     def secret(self) -> str | None:
         """The key's secret, recomputed (to check signed requests and sign callbacks); None if it cannot be."""
-        from .identity import keys
+        from . import keys
 
         return keys.recover_secret(self.key_id, self.salt, self.secret_hash)
 

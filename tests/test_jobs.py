@@ -25,8 +25,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from agent_handshake import keys
 from agent_handshake.concierge import callbacks
-from agent_handshake.identity import keys
 from agent_handshake.models import AgentClient, ApiKey, Job
 from tests.test_callbacks import Receiver
 from tests.test_celery import BROKERS

@@ -552,7 +552,7 @@ def test_api_key_admin_shows_the_secret_once(admin_client):
 def test_demo_key_only_in_debug_and_as_the_readme_shows(client, settings, shop):
     from pathlib import Path
 
-    from agent_handshake.identity import keys
+    from agent_handshake import keys
     from demo_site.pages.demo_key import KEY_ID, SALT, curl_examples, demo_secret
 
     settings.DEBUG = False

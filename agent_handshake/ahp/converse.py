@@ -42,14 +42,6 @@ def rate_limited(usage: ratelimit.Usage, message: str) -> JsonResponse:
     return error_response(429, "rate_limited", message, scope=usage.public_scope, retry_after=usage.retry_after)
 
 
-def refused(counter: ratelimit.Counter, exc: auth.AuthError) -> JsonResponse:
-    """401 for refused credentials, counted per IP (429 once that limit is hit)."""
-    ip = counter.count_ip()
-    if ip.exceeded:
-        return rate_limited(ip, "Rate limit exceeded for this IP address.")
-    return unauthorized(exc)
-
-
 def unauthorized(exc: auth.AuthError) -> JsonResponse:
     response = error_response(exc.status, exc.code, exc.message)
     response.headers["WWW-Authenticate"] = REALM

@@ -57,7 +57,6 @@ class Call:
         usages: list[ratelimit.Usage],
     ) -> None:
         self.request = request
-        self.data = converse_request
         self.capability = capability
         self.negotiated = negotiated
         key = credentials.key if credentials else None

@@ -29,9 +29,9 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from .. import keys
 from ..conf import app_settings
 from ..models import ApiKey, SeenSignature
-from . import keys
 
 SIGNATURE_ALGORITHM = "AHP-HMAC-SHA256"
 LAST_USED_RESOLUTION = datetime.timedelta(seconds=60)

@@ -30,7 +30,6 @@ CODES = {
     "unavailable": "UNAVAILABLE",
     "concierge_error": "INTERNAL_ERROR",
     "method_not_allowed": "METHOD_NOT_ALLOWED",
-    "unsupported_media_type": "UNSUPPORTED_MEDIA_TYPE",
 }
 
 

@@ -94,7 +94,7 @@ class AskView(NLWebView):
             first, turn = None, done.value
         base = base_url(request)
         if ask.streaming or accepts_event_stream(request._request):
-            return event_stream(request, self.stream(ask, steps, first, turn, base, warnings))
+            return event_stream(request, self.stream(self.events(ask, steps, first, turn, base, warnings)))
         if turn is None:
             turn = _finish(steps)
         return self.respond(ask, turn, base, warnings)
@@ -177,17 +177,11 @@ class AskView(NLWebView):
             response.headers[content_signals.HEADER] = content_signals.header_value(reply.content_signals)
         return response
 
-    def stream(
-        self,
-        ask: Ask,
-        steps: Iterator,
-        first: Ranked | None,
-        turn: Turn | None,
-        base: str,
-        warnings: list[str],
-    ) -> Iterator[bytes]:
+    @staticmethod
+    def stream(events: Iterator[bytes]) -> Iterator[bytes]:
+        """``events``, then ``end``; an exception half-way becomes a ``failure`` event."""
         try:
-            yield from self.events(ask, steps, first, turn, base, warnings)
+            yield from events
         except Exception as exc:  # the status is sent: a failure is an event now
             yield event("failure", render.failure(domain_error(exc)))
         yield event("end", {"message": "done"})

@@ -3,7 +3,7 @@ default SECRET_KEY, so the README can show it."""
 
 from django.conf import settings
 
-from agent_handshake.identity import keys
+from agent_handshake import keys
 from agent_handshake.models import AgentClient, ApiKey
 
 KEY_ID = "demo"
