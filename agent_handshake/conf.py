@@ -114,6 +114,11 @@ DEFAULTS: dict[str, Any] = {
     # POST /agent/converse (AHP §6). Bodies over MAX_REQUEST_BYTES get 413.
     "MAX_REQUEST_BYTES": 8192,
     "SESSION_IDLE_SECONDS": 600,
+    # MCP resources/read of llms-full.txt: over this many characters the agent is told to read page by page.
+    "MCP_MAX_RESOURCE_CHARS": 2_000_000,
+    # The browsable API reference (Swagger UI, served from drf-spectacular-sidecar) at /agent/api-docs/.
+    # None: on when DEBUG is; True or False to say so in production.
+    "API_DOCS": None,
     "SESSION_MAX_TURNS": 10,
     # Answer length: the agent's context.max_tokens hint, DEFAULT_ANSWER_TOKENS without one, never above MAX.
     "DEFAULT_ANSWER_TOKENS": 300,

@@ -58,6 +58,8 @@ class AgentJSONParser(BaseParser):
     (depth, unstorable strings). It is used whatever the ``Content-Type`` says: agents send JSON."""
 
     media_type = "application/json"
+    #: What the bytes must be (a front door may accept more than one JSON object: MCP's batches).
+    load = staticmethod(load_object)
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
         request = (parser_context or {})["request"]._request
@@ -67,7 +69,7 @@ class AgentJSONParser(BaseParser):
             raise _too_large() from None
         if len(body) > app_settings.MAX_REQUEST_BYTES:
             raise _too_large()
-        return load_object(body)
+        return self.load(body)
 
 
 class PinnedNegotiation(BaseContentNegotiation):

@@ -389,7 +389,8 @@ async def _inject_async(injector: HtmlInjector, chunks: AsyncIterator[bytes]) ->
 
 def notice_context() -> dict[str, Any]:
     """What the notice template is rendered with (also used by the ``agent_notice`` template tag)."""
-    from .ahp.manifest import AHP_VERSION, converse_path
+    from .ahp.manifest import converse_path
+    from .registry import AHP_VERSION
 
     return {
         "manifest_url": reverse("agent_handshake:manifest"),

@@ -182,6 +182,12 @@ class ContentRegistry:
         return [config.model for config in self]
 
 
+#: The AHP version the registries are published as (the manifest's ``ahp``, MCP's ``serverInfo.ahp``...).
+AHP_VERSION = "0.1"
+#: The MCP revisions the MCP front door answers, oldest first, and the OpenAPI version of /openapi.json: the
+#: manifest's ``integrations`` names them.
+MCP_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+OPENAPI_VERSION = "3.1.0"
 MODES = ("MODE1", "MODE2", "MODE3")
 ACTION_TYPES = ("query", "action", "async")
 

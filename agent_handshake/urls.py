@@ -12,6 +12,9 @@ Every path the app serves, in one place:
 ``GET /agent/converse/status/<id>``     an async job's status (``agent_handshake:converse_status``)
 ``POST /ask``                           NLWeb v0.54 questions and capabilities (``agent_handshake:nlweb_ask``)
 ``POST /await``                         NLWeb: check in on, or cancel, a Promise (``agent_handshake:nlweb_await``)
+``POST /mcp``                           MCP, stateless Streamable HTTP (``agent_handshake:mcp``)
+``/.well-known/oauth-protected-resource/mcp``
+                                        how to authenticate at /mcp, RFC 9728 (``...:mcp_resource_metadata``)
 ======================================  =========================================================
 """
 
@@ -20,6 +23,7 @@ from django.urls import path
 from . import views
 from .ahp.converse import ConverseView
 from .ahp.invoke import JobStatusView
+from .mcp.views import MCPView, ProtectedResourceMetadataView
 from .nlweb.views import AskView, AwaitView
 
 app_name = "agent_handshake"
@@ -33,4 +37,10 @@ urlpatterns = [
     path("agent/converse/status/<str:session_id>", JobStatusView.as_view(), name="converse_status"),
     path("ask", AskView.as_view(), name="nlweb_ask"),
     path("await", AwaitView.as_view(), name="nlweb_await"),
+    path("mcp", MCPView.as_view(), name="mcp"),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        ProtectedResourceMetadataView.as_view(),
+        name="mcp_resource_metadata",
+    ),
 ]

@@ -6,33 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponseBase
-from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from ..concierge import errors
 from ..frontdoor import FrontDoorView
-from ..identity import auth
-from ..identity.authentication import REALM, AgentUser, CredentialsRefused
+from ..identity.authentication import BodyCredentialsAuthentication
 from .errors import method_not_allowed, render_error
 
 
-class BodyTokenAuthentication(BaseAuthentication):
+class BodyTokenAuthentication(BodyCredentialsAuthentication):
     """AHP's body-borne credentials: ``"auth": "Bearer <secret>"`` in the JSON body (an appendix of the spec
-    shows it); the headers (:class:`~agent_handshake.identity.authentication.AgentKeyAuthentication`) come first."""
+    shows it); the headers come first."""
 
-    def authenticate(self, request: Request) -> tuple[AgentUser, auth.Credentials] | None:
-        data = request.data
+    def credentials_in(self, data: Any) -> object:
         body_auth = data.get("auth") if isinstance(data, dict) else None
-        if not (isinstance(body_auth, str) and body_auth[:7].lower() == "bearer "):
-            return None
-        try:
-            credentials = auth.authenticate(request._request, b"", body_auth)
-        except auth.AuthError as exc:
-            raise CredentialsRefused(exc) from exc
-        return (AgentUser(credentials), credentials) if credentials else None
-
-    def authenticate_header(self, request: Request) -> str:
-        return REALM
+        # AHP's field is a bearer token; anything else in it is not a credential (the request validator says so).
+        return body_auth if isinstance(body_auth, str) and body_auth[:7].lower() == "bearer " else None
 
 
 class AHPView(FrontDoorView):

@@ -8,10 +8,9 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.text import Truncator
 
 from ..conf import app_settings
-from ..registry import capability_registry
+from ..registry import AHP_VERSION, capability_registry
 from ..state import Snapshot
 
-AHP_VERSION = "0.1"
 MODES = ("MODE1", "MODE2", "MODE3")
 
 
@@ -21,6 +20,26 @@ def converse_path() -> str | None:
         return reverse("agent_handshake:converse")
     except NoReverseMatch:
         return None
+
+
+def _path(name: str) -> str | None:
+    try:
+        return reverse(f"agent_handshake:{name}")
+    except NoReverseMatch:
+        return None
+
+
+def integrations() -> dict[str, Any]:
+    """§4.4: the MCP server and the OpenAPI document, once they are routed (both come with the app's URLs)."""
+    from ..registry import MCP_VERSIONS, OPENAPI_VERSION
+
+    found: dict[str, Any] = {}
+    if mcp := _path("mcp"):
+        # Appendix D's revision first (what an AHP client speaks); every revision we answer after it.
+        found["mcp"] = {"url": mcp, "version": MCP_VERSIONS[0], "versions": list(MCP_VERSIONS)}
+    if openapi := _path("openapi"):
+        found["openapi"] = {"url": openapi, "version": OPENAPI_VERSION}
+    return found
 
 
 def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
@@ -59,6 +78,8 @@ def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
     if modes & {"MODE2", "MODE3"}:  # the same capabilities over NLWeb v0.54
         manifest["links"]["nlweb_ask"] = base_url + reverse("agent_handshake:nlweb_ask")
         manifest["links"]["nlweb_await"] = base_url + reverse("agent_handshake:nlweb_await")
+    if modes & {"MODE2", "MODE3"} and (found := integrations()):
+        manifest["integrations"] = found  # the spec's newer text (§4.4); the 0.1 schema lacks it (NOTES.md)
     if app_settings.SERVE_ROBOTS_TXT:
         manifest["links"]["robots_txt"] = base_url + reverse("agent_handshake:robots_txt")
     if not manifest["name"]:

@@ -10,6 +10,7 @@ door's exception handler renders in its own shape.
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from rest_framework import exceptions
@@ -62,6 +63,29 @@ class AgentKeyAuthentication(BaseAuthentication):
         if credentials is None:
             return None
         return AgentUser(credentials), credentials
+
+    def authenticate_header(self, request: Request) -> str:
+        return REALM
+
+
+class BodyCredentialsAuthentication(BaseAuthentication, abc.ABC):
+    """Credentials a protocol carries in its JSON body (``"Bearer <secret>"``, or the bare secret), after the
+    headers (:class:`AgentKeyAuthentication` comes first). Subclasses say where in the body they are."""
+
+    @abc.abstractmethod
+    def credentials_in(self, data: Any) -> object:
+        """The credentials field of the parsed body, or None."""
+
+    def authenticate(self, request: Request) -> tuple[AgentUser, auth.Credentials] | None:
+        value = self.credentials_in(request.data)
+        if not isinstance(value, str) or not value.strip():
+            return None
+        token = value if value[:7].lower() == "bearer " else f"Bearer {value.strip()}"
+        try:
+            credentials = auth.authenticate(request._request, b"", token)
+        except auth.AuthError as exc:
+            raise CredentialsRefused(exc) from exc
+        return (AgentUser(credentials), credentials) if credentials else None
 
     def authenticate_header(self, request: Request) -> str:
         return REALM

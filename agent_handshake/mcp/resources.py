@@ -1,0 +1,120 @@
+"""The site's own documents as MCP resources: ``llms.txt``, ``llms-full.txt`` and one per registered object.
+
+A resource's URI is the document's public URL on this site (what llms.txt links to); its text is the markdown
+the site serves for it. ``resources/read`` answers only those URIs, from the database: it never fetches anything,
+so an agent cannot make the site request a URL of its choosing (the upstream reference implementation fetches
+any URI it is given). ``resources/list`` pages through the documents in primary-key order with an opaque cursor.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.urls import reverse
+
+from .. import state
+from ..conf import app_settings
+from ..llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
+from ..models import Document
+from .jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+from .tools import Exchange
+
+MARKDOWN = "text/markdown"
+PAGE_SIZE = 100
+
+
+def _cursor(after: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode()
+
+
+def _after(cursor: Any) -> int:
+    if cursor is None:
+        return 0
+    try:
+        after = json.loads(base64.urlsafe_b64decode(str(cursor).encode()))["after"]
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+        after = None
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise RpcError(INVALID_PARAMS, "params.cursor is not a cursor this server gave.")
+    return after
+
+
+def _fixed(base: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "uri": base + reverse("agent_handshake:llms_txt"),
+            "name": "llms.txt",
+            "description": "The site's index for language models: its sections and pages, with a line each.",
+            "mimeType": MARKDOWN,
+        },
+        {
+            "uri": base + reverse("agent_handshake:llms_full_txt"),
+            "name": "llms-full.txt",
+            "description": "Every page's full text in one markdown document.",
+            "mimeType": MARKDOWN,
+        },
+    ]
+
+
+def listing(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    """``resources/list``."""
+    after = _after(params.get("cursor"))
+    resources = _fixed(exchange.base) if after == 0 else []
+    rows = list(
+        Document.objects.filter(pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", "url", "title", "summary")[: PAGE_SIZE + 1]
+    )
+    for _, url, title, summary in rows[:PAGE_SIZE]:
+        resource = {"uri": absolute_url(exchange.base, url), "name": title or url, "mimeType": MARKDOWN}
+        if exchange.revision.at_least("2025-06-18") and title:
+            resource["title"] = title
+        if summary:
+            resource["description"] = summary[:500]
+        resources.append(resource)
+    page: dict[str, Any] = {"resources": resources}
+    if len(rows) > PAGE_SIZE:
+        page["nextCursor"] = _cursor(rows[PAGE_SIZE - 1][0])
+    return page
+
+
+def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    """``resources/read``: one of :func:`listing`'s URIs, rendered from the database."""
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise RpcError(INVALID_PARAMS, "params.uri must be a resource URI from resources/list.")
+    text = _text(uri, exchange.base)
+    if text is None:
+        raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+    return {"contents": [{"uri": uri, "mimeType": MARKDOWN, "text": text}]}
+
+
+def _text(uri: str, base: str) -> str | None:
+    parts, site = urlsplit(uri), urlsplit(base)
+    if parts.scheme not in ("http", "https") or parts.netloc.lower() != site.netloc.lower():
+        return None  # not this site's: never fetched
+    path = parts.path
+    if path == reverse("agent_handshake:llms_txt"):
+        return render_llms_txt(state.snapshot(), base)
+    if path == reverse("agent_handshake:llms_full_txt"):
+        return _llms_full(base)
+    document = Document.objects.filter(path=path).order_by("pk").first()
+    return render_document(document, base) if document is not None else None
+
+
+def _llms_full(base: str) -> str:
+    pieces, size = [], 0
+    for piece in iter_llms_full_txt(state.snapshot(), base):
+        size += len(piece)
+        if size > app_settings.MCP_MAX_RESOURCE_CHARS:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"llms-full.txt is over {app_settings.MCP_MAX_RESOURCE_CHARS} characters; read the documents one "
+                f"by one, or GET {base + reverse('agent_handshake:llms_full_txt')} over HTTP.",
+            )
+        pieces.append(piece)
+    return "".join(pieces)

@@ -1,0 +1,76 @@
+"""The MCP methods we answer, in a table: lifecycle (``initialize``, ``server/discover``, ``ping``), tools and
+resources. Each takes the request's params and the :class:`~.tools.Exchange` and returns the ``result`` object;
+on ``2026-07-28`` every result also says ``resultType`` and carries our ``serverInfo`` in its ``_meta``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.urls import reverse
+
+from .. import state
+from ..registry import AHP_VERSION
+from . import resources, tools
+from .jsonrpc import METHOD_NOT_FOUND, Message, RpcError
+from .tools import Exchange
+from .versions import SERVER_INFO_META, VERSIONS
+
+CAPABILITIES = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
+
+
+def server_info() -> dict[str, Any]:
+    """``serverInfo`` as Appendix D.6 extends it: the site's name, the AHP version, the manifest's path."""
+    name = state.snapshot().name or "agent_handshake"
+    return {"name": name, "version": AHP_VERSION, "ahp": AHP_VERSION, "manifest": reverse("agent_handshake:manifest")}
+
+
+def instructions() -> str:
+    snapshot = state.snapshot()
+    about = f"{snapshot.name}: {snapshot.description}".strip(": ") if snapshot.name else snapshot.description
+    return (
+        f"{about} ".lstrip()
+        + "Ask questions with the ask tool (or a capability's own tool); each answer cites its sources. "
+        "The site's pages are resources, as markdown. Tools that change something need the site's API key. "
+        f"The AHP manifest at {reverse('agent_handshake:manifest')} describes every capability."
+    )
+
+
+def initialize(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    return {
+        "protocolVersion": exchange.revision.version,
+        "capabilities": CAPABILITIES,
+        "serverInfo": server_info(),
+        "instructions": instructions(),
+    }
+
+
+def discover(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    return {
+        "supportedVersions": list(VERSIONS),
+        "capabilities": CAPABILITIES,
+        "serverInfo": server_info(),
+        "instructions": instructions(),
+    }
+
+
+METHODS: dict[str, Callable[[dict[str, Any], Exchange], dict[str, Any]]] = {
+    "initialize": initialize,
+    "server/discover": discover,
+    "ping": lambda params, exchange: {},
+    "tools/list": lambda params, exchange: {"tools": tools.definitions(exchange.revision)},
+    "tools/call": tools.call,
+    "resources/list": resources.listing,
+    "resources/read": resources.read,
+    "resources/templates/list": lambda params, exchange: {"resourceTemplates": []},
+}
+
+
+def dispatch(message: Message, exchange: Exchange) -> dict[str, Any]:
+    method = METHODS.get(message.method)
+    if method is None:
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+    value = method(message.params, exchange)
+    if exchange.revision.modern:
+        value = {**value, "resultType": "complete", "_meta": {SERVER_INFO_META: server_info()}}
+    return value

@@ -1,0 +1,334 @@
+"""The capability registry as MCP tools, run through the concierge in process (AHP Appendix D.3, D.4).
+
+Every capability the manifest lists is a tool of the same name and description. Every tool takes ``query`` and
+``session_id``; a MODE3 tool also takes its ``input_schema``'s properties as arguments (given, they are the
+structured input; left out, the fields are read from ``query``, as on AHP). Two tools of our own join them, unless
+a capability already has the name: ``ask`` (NLWeb's MCP binding: a question to ``content_search``) and
+``job_status`` (an ``async`` capability's job, for clients that only speak MCP).
+
+A result's ``content[0].text`` is the answer; the same data follows as JSON in a second text block (for clients of
+any revision) and, from ``2025-06-18``, as ``structuredContent``, declared by ``outputSchema`` where the capability
+has an ``output_schema``. Whatever the concierge refuses (credentials, scope, input, limits) is a tool error
+(``isError``) that says what to do, so a model can correct itself; an unknown tool or arguments that are not an
+object are JSON-RPC errors.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.request import Request
+
+from ..concierge import calls, errors, jobs
+from ..concierge import limits as ratelimit
+from ..concierge.conversation import Owner, Question, Turn, converse
+from ..concierge.validation import check_query
+from ..identity.auth import Credentials
+from ..models import Job
+from ..registry import Capability, capability_registry
+from .jsonrpc import INVALID_PARAMS, RpcError
+from .versions import Revision
+
+ASK = "ask"
+JOB_STATUS = "job_status"
+#: The arguments every tool takes (Appendix D.3); a capability's own input fields may not shadow them.
+COMMON = ("query", "session_id")
+QUERY = {"type": "string", "description": "What you want, in natural language."}
+SESSION = {"type": "string", "description": "Optional: continue an earlier conversation (its session_id)."}
+
+
+@dataclass
+class Exchange:
+    """One MCP HTTP request, as the tools see it."""
+
+    request: Request
+    revision: Revision
+    base: str
+    #: Set when a tool needed credentials it did not get (the view then sends ``WWW-Authenticate``).
+    challenged: bool = False
+    #: Set when an idempotent retry got the stored answer (the view sends ``Idempotent-Replayed``).
+    replayed: bool = False
+    usages: list[ratelimit.Usage] = field(default_factory=list)
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return self.request.auth
+
+    @property
+    def owner(self) -> Owner:
+        key = self.credentials.key if self.credentials else None
+        return Owner(key, ratelimit.client_address(self.request._request))
+
+
+def offered() -> list[Capability]:
+    """The capabilities the manifest lists that can be called."""
+    return [capability for capability in capability_registry.available() if capability.handler is not None]
+
+
+def _input_properties(capability: Capability) -> dict[str, Any]:
+    if not capability.action_type or not capability.input_schema:
+        return {}
+    properties = capability.input_schema.get("properties") or {}
+    return {name: spec for name, spec in properties.items() if name not in COMMON}
+
+
+def _output_schema(capability: Capability) -> dict[str, Any] | None:
+    """What ``structuredContent`` is, when it is always the capability's output (``query`` and ``action``)."""
+    schema = capability.output_schema
+    if capability.action_type in ("query", "action") and schema and schema.get("type") == "object":
+        return schema
+    return None
+
+
+def _tool(name: str, description: str, properties: dict[str, Any], revision: Revision) -> dict[str, Any]:
+    tool: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": properties, "required": ["query"]},
+    }
+    if revision.at_least("2025-06-18"):
+        tool["title"] = name.replace("_", " ").capitalize()
+    return tool
+
+
+def definitions(revision: Revision) -> list[dict[str, Any]]:
+    """``tools/list``: one tool per offered capability, then ``ask`` and ``job_status``."""
+    tools = []
+    capabilities = offered()
+    for capability in capabilities:
+        tool = _tool(
+            capability.name,
+            capability.description,
+            {"query": QUERY, "session_id": SESSION, **_input_properties(capability)},
+            revision,
+        )
+        if revision.at_least("2025-03-26"):
+            read_only = capability.action_type in (None, "query")
+            tool["annotations"] = {"readOnlyHint": read_only, "openWorldHint": False}
+        if revision.at_least("2025-06-18") and (schema := _output_schema(capability)):
+            tool["outputSchema"] = schema
+        tools.append(tool)
+    names = {capability.name for capability in capabilities}
+    if ASK not in names and any(c.name == "content_search" for c in capabilities):
+        description = "Ask this site a question in natural language; the answer cites its sources."
+        tools.append(_tool(ASK, description, {"query": QUERY, "session_id": SESSION}, revision))
+    if JOB_STATUS not in names and any(c.action_type == "async" for c in capabilities):
+        description = (
+            "The status of a job an async tool started (its job_id): running, or its result. "
+            "Only the credentials that started the job can read it."
+        )
+        job_id = {"type": "string", "description": "The job_id the async tool returned."}
+        tool = _tool(JOB_STATUS, description, {"job_id": job_id}, revision)
+        tool["inputSchema"]["required"] = ["job_id"]
+        tools.append(tool)
+    return tools
+
+
+# --- results --------------------------------------------------------------------------------------------------
+
+
+def result(text: str, structured: dict[str, Any] | None, revision: Revision, *, is_error: bool = False) -> dict:
+    content = [{"type": "text", "text": text}]
+    if structured is not None:
+        content.append({"type": "text", "text": json.dumps(structured, ensure_ascii=False)})
+        if revision.at_least("2025-06-18"):
+            return {"content": content, "structuredContent": structured, "isError": is_error}
+    return {"content": content, "isError": is_error}
+
+
+def tool_error(exc: errors.ConciergeError, revision: Revision) -> dict[str, Any]:
+    message = exc.message
+    if isinstance(exc, errors.AuthRequired):
+        message += (
+            " Send an API key from the site owner as `Authorization: Bearer <key>` or `X-AHP-Key: <key>` on the "
+            "HTTP request, or as params._meta.auth."
+        )
+    details = {key: value for key, value in exc.details.items() if value is not None}
+    return {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {"code": exc.code, **details}}
+
+
+# --- calls ----------------------------------------------------------------------------------------------------
+
+
+def call(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    """``tools/call``."""
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str):
+        raise RpcError(INVALID_PARAMS, "params.name must be the name of a tool (see tools/list).")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise RpcError(INVALID_PARAMS, "params.arguments must be an object.")
+    capabilities = {capability.name: capability for capability in offered()}
+    if name not in capabilities and name in (ASK, JOB_STATUS):
+        tools = {tool["name"] for tool in definitions(exchange.revision)}
+        if name in tools:
+            try:
+                return ask(arguments, exchange) if name == ASK else job_status(arguments, exchange)
+            except errors.ConciergeError as exc:
+                exchange.challenged |= isinstance(exc, errors.AuthRequired)
+                return tool_error(exc, exchange.revision)
+    capability = capabilities.get(name)
+    if capability is None:
+        available = [tool["name"] for tool in definitions(exchange.revision)]
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", {"available_tools": available})
+    try:
+        authorize(capability, exchange.credentials)
+        query, session_id = common_arguments(arguments, required=not capability.action_type)
+        if capability.action_type:
+            return invoke(capability, query, session_id, arguments, exchange)
+        return answer(capability, query, session_id, exchange)
+    except errors.ConciergeError as exc:
+        exchange.challenged |= isinstance(exc, errors.AuthRequired)
+        return tool_error(exc, exchange.revision)
+
+
+def authorize(capability: Capability, credentials: Credentials | None) -> None:
+    if not capability.requires_auth:
+        return
+    if credentials is None:
+        raise errors.AuthRequired(f"The tool {capability.name!r} requires authentication.")
+    if not credentials.key.allows(capability.scope):
+        raise errors.Forbidden(
+            f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires."
+        )
+
+
+def common_arguments(arguments: dict[str, Any], *, required: bool) -> tuple[str, str | None]:
+    query, session_id = arguments.get("query", ""), arguments.get("session_id")
+    if not isinstance(query, str):
+        raise errors.InvalidInput("arguments.query must be a string.", fields=["arguments.query"])
+    if session_id is not None and not isinstance(session_id, str):
+        raise errors.InvalidInput("arguments.session_id must be a string.", fields=["arguments.session_id"])
+    if required or query:
+        check_query(query, "arguments.query")
+    return query, session_id or None
+
+
+def render_turn(turn: Turn, revision: Revision) -> dict[str, Any]:
+    if turn.clarification is not None:
+        clarification = turn.clarification
+        options = f" Options: {'; '.join(clarification.options)}." if clarification.options else ""
+        text = f"{clarification.question}{options} Answer with the same tool and session_id {turn.session_id!r}."
+        structured = {
+            "status": "clarification_needed",
+            "session_id": turn.session_id,
+            "clarification": {"question": clarification.question, "options": clarification.options},
+        }
+        return result(text, structured, revision)
+    reply = turn.reply
+    assert reply is not None
+    structured = {"status": "success", "session_id": turn.session_id, **reply.response()}
+    structured["content_signals"] = reply.content_signals
+    return result(reply.answer, structured, revision)
+
+
+def answer(capability: Capability, query: str, session_id: str | None, exchange: Exchange) -> dict[str, Any]:
+    """A MODE1/MODE2 capability: a question to the concierge, as AHP would ask it."""
+    question = Question(
+        capability=capability,
+        text=query,
+        session_id=session_id,
+        content_type=capability.response_types[0] if capability.response_types else "text/answer",
+    )
+    return render_turn(converse(question, exchange.owner), exchange.revision)
+
+
+def ask(arguments: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    """``ask``: NLWeb's question over MCP: ``content_search``, where a conversation the agent names may be new."""
+    query, session_id = common_arguments(arguments, required=True)
+    capability = capability_registry.get("content_search")
+    assert capability is not None
+    question = Question(capability=capability, text=query, session_id=session_id, strict_session=False)
+    return render_turn(converse(question, exchange.owner), exchange.revision)
+
+
+def invoke(
+    capability: Capability, query: str, session_id: str | None, arguments: dict[str, Any], exchange: Exchange
+) -> dict[str, Any]:
+    """A MODE3 capability: one :class:`~agent_handshake.concierge.calls.Call`, with idempotency and limits."""
+    fields = _input_properties(capability)
+    unknown = sorted(set(arguments) - set(fields) - set(COMMON))
+    if unknown:
+        raise errors.InvalidInput(
+            f"Unknown arguments for {capability.name!r}: {', '.join(unknown)}; it takes "
+            f"{', '.join([*COMMON, *fields])}.",
+            fields=[f"arguments.{name}" for name in unknown],
+        )
+    structured = {name: value for name, value in arguments.items() if name in fields}
+    request = exchange.request
+    revision = exchange.revision
+    call_ = calls.Call(
+        capability=capability,
+        owner=exchange.owner,
+        request=request._request,
+        protocol="mcp",
+        query=query,
+        input=structured or None,
+        input_prefix="arguments.",
+        session_id=session_id,
+        fingerprint_of={"name": capability.name, "arguments": arguments},
+        usages=exchange.usages,
+    )
+
+    def render(outcome: calls.Result) -> calls.Rendered:
+        if isinstance(outcome, calls.Refused):
+            return 200, tool_error(outcome.error, revision)
+        if isinstance(outcome, calls.NeedsInput):
+            text = (
+                f"{outcome.question} Call {capability.name} again with session_id {outcome.session_id!r} and "
+                f"{', '.join(outcome.missing)} as arguments (or stated in query)."
+            )
+            body = result(text, None, revision, is_error=True)
+            body["_meta"] = {"code": "missing_field", "missing": outcome.missing, "session_id": outcome.session_id}
+            return 200, body
+        if isinstance(outcome, calls.Accepted):
+            job = outcome.job
+            poll = exchange.base + reverse("agent_handshake:converse_status", args=[job.pk])
+            text = (
+                f"Accepted: job {job.pk} runs in the background (about {job.eta_seconds} s). Ask the "
+                f"{JOB_STATUS} tool with this job_id, or GET {poll} with the same credentials."
+            )
+            structured = {"status": "accepted", "job_id": str(job.pk), "eta_seconds": job.eta_seconds, "poll": poll}
+            return 200, result(text, structured, revision)
+        data = outcome.outcome.data
+        structured = data if isinstance(data, dict) else {"result": data}
+        return 200, result(outcome.outcome.answer or json.dumps(data, ensure_ascii=False), structured, revision)
+
+    idempotency_key = request.headers.get("Idempotency-Key")
+    _, body = call_.respond(render, idempotency_key)
+    exchange.replayed |= call_.replayed
+    return body
+
+
+def job_status(arguments: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    """``job_status``: a job of the caller's, as AHP's status URL shows it."""
+    job_id = arguments.get("job_id")
+    if not isinstance(job_id, str) or not job_id:
+        raise errors.InvalidInput("arguments.job_id must be the job_id an async tool returned.")
+    if exchange.credentials is None:
+        raise errors.AuthRequired("A job's status is readable only with the credentials that started it.")
+    job = Job.objects.filter(pk=job_id).first() if len(job_id) <= 64 and job_id.isascii() else None
+    if job is None:
+        raise errors.NotFound(f"No job has the job_id {job_id!r}.")
+    if job.api_key_id != exchange.credentials.key.pk:
+        raise errors.Forbidden("These credentials did not start this job.")
+    if job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
+        jobs.expire(pk=job.pk)
+        job.refresh_from_db()
+    structured: dict[str, Any] = {"job_id": str(job.pk), "status": job.status, "capability": job.capability}
+    outcome = jobs.outcome_of(job)
+    if outcome is not None:
+        structured.update(status="success", data=outcome.data)
+        return result(outcome.answer or f"Job {job.pk} is done.", structured, exchange.revision)
+    if job.status in Job.ACTIVE:
+        structured["progress"] = job.progress
+        return result(f"Job {job.pk} is {job.status}: {job.progress or 'running'}.", structured, exchange.revision)
+    error = job.error or {}
+    structured["error"] = {"code": error.get("code") or job.status, "message": error.get("message") or ""}
+    message = error.get("message") or job.progress or "no further detail"
+    return result(f"Job {job.pk} ended {job.status}: {message}.", structured, exchange.revision)

@@ -1,0 +1,88 @@
+"""MCP's protocol revisions and how a request names the one it speaks.
+
+Two eras:
+
+- the handshake revisions (``2024-11-05`` ... ``2025-11-25``): ``initialize`` negotiates a version (the client's,
+  when we speak it, else our newest), and later requests may repeat it in the ``MCP-Protocol-Version`` header. We
+  are stateless: no ``Mcp-Session-Id`` is issued or needed; a request without the header is read as
+  ``2025-03-26``, as the 2025-06-18 transport says;
+- ``2026-07-28``: no handshake; every request carries its version, the client's capabilities and (optionally) its
+  info in ``params._meta``, mirrored in the ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers,
+  which must agree with the body. ``server/discover`` says what we speak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..registry import MCP_VERSIONS
+from .jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION, Message, RpcError
+
+MODERN_VERSIONS = ("2026-07-28",)
+HANDSHAKE_VERSIONS = tuple(version for version in MCP_VERSIONS if version not in MODERN_VERSIONS)
+VERSIONS = MCP_VERSIONS
+#: What a handshake-era request without ``MCP-Protocol-Version`` speaks (the 2025-06-18 transport's rule).
+ASSUMED_WITHOUT_HEADER = "2025-03-26"
+
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+#: The body parameter each name-bearing method's ``Mcp-Name`` header mirrors (2026-07-28).
+NAMED_PARAMS = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+
+
+@dataclass(frozen=True)
+class Revision:
+    version: str
+
+    @property
+    def modern(self) -> bool:
+        return self.version in MODERN_VERSIONS
+
+    def at_least(self, version: str) -> bool:
+        return VERSIONS.index(self.version) >= VERSIONS.index(version)
+
+
+def negotiate(requested: Any) -> str:
+    """The version ``initialize`` answers: the client's, if we speak it, else our newest handshake revision."""
+    return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
+
+
+def unsupported(requested: Any) -> RpcError:
+    return RpcError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        {"supported": list(VERSIONS), "requested": requested},
+    )
+
+
+def revision_of(message: Message, headers: Mapping[str, str]) -> Revision:
+    """The revision ``message`` speaks, or :class:`RpcError` for an envelope or headers that disagree."""
+    meta = message.meta
+    header = headers.get("MCP-Protocol-Version")
+    if PROTOCOL_VERSION_META in meta or message.method == "server/discover":
+        version = meta.get(PROTOCOL_VERSION_META)
+        missing = [key for key in (PROTOCOL_VERSION_META, CLIENT_CAPABILITIES_META) if key not in meta]
+        if missing:
+            raise RpcError(INVALID_PARAMS, f"params._meta lacks {', '.join(missing)}.")
+        mirrored = {"MCP-Protocol-Version": version, "Mcp-Method": message.method}
+        if message.method in NAMED_PARAMS:
+            mirrored["Mcp-Name"] = message.params.get(NAMED_PARAMS[message.method])
+        for name, expected in mirrored.items():
+            sent = headers.get(name)
+            if sent is not None and sent != expected:
+                raise RpcError(HEADER_MISMATCH, f"The {name} header ({sent!r}) does not match the body ({expected!r}).")
+        if not isinstance(version, str):
+            raise RpcError(INVALID_PARAMS, f"params._meta[{PROTOCOL_VERSION_META!r}] must be a string.")
+        if version not in VERSIONS:
+            raise unsupported(version)
+        return Revision(version)
+    if message.method == "initialize":
+        return Revision(negotiate(message.params.get("protocolVersion")))
+    if header is None:
+        return Revision(ASSUMED_WITHOUT_HEADER)
+    if header not in VERSIONS:
+        raise unsupported(header)
+    return Revision(header)

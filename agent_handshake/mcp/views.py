@@ -1,0 +1,161 @@
+"""``POST /mcp``: MCP's Streamable HTTP transport, stateless, with JSON answers (AHP Appendix D).
+
+A :class:`~agent_handshake.frontdoor.FrontDoorView`, so the body cap, the credentials (the same DRF
+authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the rate limits and the
+``X-RateLimit-*`` headers are AHP's. On top of them:
+
+- an ``Origin`` header must name one of ``ALLOWED_HOSTS`` (DNS rebinding), else 403;
+- a request gets a JSON-RPC response (a batch, a JSON array of them); notifications and responses get 202;
+  ``GET`` is 405: we offer no server-to-client stream. No ``Accept`` header is needed (AHP's 2024-11-05 client
+  sends none), and no session: no ``Mcp-Session-Id`` is issued or checked;
+- a JSON-RPC error's HTTP status is 400 for a body that is not JSON-RPC (and, on 2026-07-28, the statuses that
+  revision assigns); a request the concierge refuses as a whole (credentials, limits, size) gets the HTTP status
+  AHP would (401, 429, 413) with a JSON-RPC error body;
+- a 401, and a tool that needed credentials, carry ``WWW-Authenticate`` with ``resource_metadata`` pointing at
+  the RFC 9728 metadata (:class:`ProtectedResourceMetadataView`). Keys come from the site owner: we run no OAuth
+  authorization server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http.request import split_domain_port, validate_host
+from django.urls import reverse
+from django.views import View
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .. import state
+from ..concierge import errors
+from ..conf import app_settings
+from ..frontdoor import AgentJSONParser, FrontDoorView
+from ..identity.authentication import AgentKeyAuthentication, BodyCredentialsAuthentication
+from . import jsonrpc, server
+from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION, RpcError
+from .tools import Exchange
+from .versions import Revision, revision_of
+
+
+def base_url(request: HttpRequest) -> str:
+    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+
+
+def challenge(request: HttpRequest) -> str:
+    metadata = base_url(request) + reverse("agent_handshake:mcp_resource_metadata")
+    return f'Bearer realm="agent_handshake", resource_metadata="{metadata}"'
+
+
+def origin_allowed(origin: str) -> bool:
+    domain, _ = split_domain_port(urlsplit(origin).netloc)
+    if not domain:
+        return False  # "null" and other opaque origins
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]  # what Django itself allows then
+    return validate_host(domain, allowed)
+
+
+class MCPParser(AgentJSONParser):
+    """A JSON-RPC message or batch; a body that is not JSON is JSON-RPC's parse error."""
+
+    load = staticmethod(jsonrpc.load)
+
+
+class MetaAuthentication(BodyCredentialsAuthentication):
+    """Appendix D.5: a bearer token in ``params._meta.auth`` (``"Bearer <key>"`` or the key itself)."""
+
+    def credentials_in(self, data: Any) -> object:
+        params = data.get("params") if isinstance(data, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        return meta.get("auth") if isinstance(meta, dict) else None
+
+
+class MCPView(FrontDoorView):
+    http_method_names = ["post", "options"]
+    parser_classes = [MCPParser]
+    authentication_classes = [AgentKeyAuthentication, MetaAuthentication]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        origin = request.headers.get("Origin")
+        if origin is not None and not origin_allowed(origin):
+            raise errors.Forbidden(f"The Origin {origin!r} is not one of this site's hosts.", code="origin_refused")
+        super().initial(request, *args, **kwargs)
+
+    def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
+        request_id = None
+        try:
+            data = self.request.data
+            if isinstance(data, dict) and jsonrpc.valid_id(data.get("id")):
+                request_id = data["id"]
+        except Exception:
+            pass
+        return Response(jsonrpc.from_domain(error).body(request_id), status=error.status)
+
+    def post(self, request: Request) -> HttpResponseBase:
+        data = request.data
+        self.exchanges: list[Exchange] = []
+        if isinstance(data, list):
+            if not data or len(data) > jsonrpc.MAX_BATCH:
+                message = f"Invalid Request: a batch holds 1 to {jsonrpc.MAX_BATCH} messages."
+                return Response(jsonrpc.error(None, INVALID_REQUEST, message), status=400)
+            answers = [body for body, _ in (self.answer(item) for item in data) if body is not None]
+            return Response(answers) if answers else Response(status=202)
+        body, status = self.answer(data)
+        return Response(status=202) if body is None else Response(body, status=status)
+
+    def answer(self, data: Any) -> tuple[dict[str, Any] | None, int]:
+        """One message's response and HTTP status (None for a notification or a response)."""
+        request = self.request
+        try:
+            message = jsonrpc.parse(data)
+        except RpcError as exc:
+            request_id = data.get("id") if isinstance(data, dict) and jsonrpc.valid_id(data.get("id")) else None
+            return exc.body(request_id), 400
+        if message.kind != "request":
+            return None, 202
+        revision: Revision | None = None
+        try:
+            revision = revision_of(message, request.headers)
+            exchange = Exchange(request, revision, base_url(request._request), usages=self.counter.usages)
+            self.exchanges.append(exchange)
+            return jsonrpc.result(message.id, server.dispatch(message, exchange)), 200
+        except RpcError as exc:
+            if revision is None or revision.modern:
+                status = HTTP_STATUS.get(exc.code, 200)
+            else:
+                status = 400 if exc.code in (PARSE_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION) else 200
+            return exc.body(message.id), status
+
+    def finalize_response(self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any) -> Any:
+        exchanges = getattr(self, "exchanges", [])
+        if response.status_code == 401 or any(exchange.challenged for exchange in exchanges):
+            response.headers["WWW-Authenticate"] = challenge(request._request)
+        if any(exchange.replayed for exchange in exchanges):
+            response.headers["Idempotent-Replayed"] = "true"
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+class ProtectedResourceMetadataView(View):
+    """``GET /.well-known/oauth-protected-resource/mcp`` (RFC 9728): how to present credentials at ``/mcp``.
+
+    It names no authorization server: API keys are issued by the site owner (see the README)."""
+
+    http_method_names = ["get", "head", "options"]
+
+    def get(self, request: HttpRequest) -> JsonResponse:
+        base = base_url(request)
+        metadata = {
+            "resource": base + reverse("agent_handshake:mcp"),
+            "bearer_methods_supported": ["header"],
+            "resource_documentation": base + reverse("agent_handshake:manifest"),
+        }
+        if name := state.snapshot().name:
+            metadata["resource_name"] = name
+        response = JsonResponse(metadata)
+        response.headers["Access-Control-Allow-Origin"] = "*"
+        response.headers["Cache-Control"] = f"public, max-age={app_settings.HTTP_MAX_AGE}"
+        return response

@@ -1,0 +1,389 @@
+"""MCP at ``POST /mcp`` (AHP Appendix D), over the Django test client: JSON-RPC as the MCP revisions write it,
+the tools and resources the registry and the database give, credentials as AHP takes them, and every refusal in
+JSON-RPC's shape. tests/test_mcp_live.py runs the official ``mcp`` client against a real server."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from threading import Thread
+
+import jsonschema
+import pytest
+from django.test import override_settings
+
+from agent_handshake.mcp import resources
+from agent_handshake.models import AgentClient, ApiKey, Document, Job
+from agent_handshake.registry import capability_registry
+from demo_site.shop.models import Appointment
+
+pytestmark = pytest.mark.django_db
+
+HANDSHAKE = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "spec-client", "version": "1"},
+}
+
+
+def rpc(client, method, params=None, *, id=1, version=None, **headers):
+    """One JSON-RPC request as a 2025 client sends it (``version``: its MCP-Protocol-Version header)."""
+    body = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        body["params"] = params
+    if version:
+        headers["HTTP_MCP_PROTOCOL_VERSION"] = version
+    response = client.post("/mcp", json.dumps(body), content_type="application/json", **headers)
+    return response, (response.json() if response.content else None)
+
+
+def call(client, name, arguments, **kwargs):
+    return rpc(client, "tools/call", {"name": name, "arguments": arguments}, **kwargs)
+
+
+def key(scopes=("*",), name="MCP agent"):
+    agent, _ = AgentClient.objects.get_or_create(name=name)
+    return ApiKey.objects.issue(agent, scopes=list(scopes))[1]
+
+
+# --- lifecycle --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", HANDSHAKE)
+def test_initialize_answers_the_clients_revision_statelessly(client, version):
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    response, body = rpc(client, "initialize", params)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert "Mcp-Session-Id" not in response
+    result = body["result"]
+    assert body["id"] == 1
+    assert result["protocolVersion"] == version
+    assert result["capabilities"] == {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
+    assert result["serverInfo"] == {"name": "Test Site", "version": "0.1", "ahp": "0.1",
+                                    "manifest": "/.well-known/agent.json"}  # fmt: skip
+
+
+def test_initialize_with_an_unknown_revision_offers_our_newest(client):
+    _, body = rpc(client, "initialize", {"protocolVersion": "2030-01-01", "capabilities": {}})
+    assert body["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_ping_notifications_and_client_responses(client):
+    _, body = rpc(client, "ping")
+    assert body == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 7, "result": {}}):  # fmt: skip
+        response = client.post("/mcp", json.dumps(message), content_type="application/json")
+        assert response.status_code == 202
+        assert response.content == b""
+
+
+def test_a_batch_gets_one_answer_per_request(client):
+    batch = [
+        {"jsonrpc": "2.0", "id": "a", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "b", "method": "no/such"},
+    ]
+    response = client.post("/mcp", json.dumps(batch), content_type="application/json")
+    assert response.status_code == 200
+    answers = {answer["id"]: answer for answer in response.json()}
+    assert set(answers) == {"a", "b"}
+    assert answers["a"]["result"] == {}
+    assert answers["b"]["error"]["code"] == -32601
+
+
+def test_2026_07_28_discover_and_the_per_request_envelope(client):
+    headers = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "server/discover"}
+    response, body = rpc(client, "server/discover", {"_meta": MODERN_META}, **headers)
+    assert response.status_code == 200
+    result = body["result"]
+    assert "2026-07-28" in result["supportedVersions"]
+    assert "2024-11-05" in result["supportedVersions"]
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["ahp"] == "0.1"
+    headers = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/list"}
+    _, body = rpc(client, "tools/list", {"_meta": MODERN_META}, **headers)
+    assert body["result"]["resultType"] == "complete"
+    assert body["result"]["tools"]
+
+
+def test_2026_07_28_refusals_have_the_statuses_that_revision_gives(client):
+    mismatch = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/call", "HTTP_MCP_NAME": "other"}
+    response, body = rpc(client, "tools/call", {"name": "content_search", "arguments": {}, "_meta": MODERN_META},
+                         **mismatch)  # fmt: skip
+    assert response.status_code == 400
+    assert body["error"]["code"] == -32020
+    response, body = rpc(client, "tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+    assert response.status_code == 400
+    assert body["error"]["code"] == -32602
+    wrong = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "1999-01-01"}
+    response, body = rpc(client, "tools/list", {"_meta": wrong})
+    assert response.status_code == 400
+    assert body["error"]["code"] == -32022
+    assert body["error"]["data"]["requested"] == "1999-01-01"
+    assert "2026-07-28" in body["error"]["data"]["supported"]
+    response, body = rpc(client, "no/such", {"_meta": MODERN_META})
+    assert response.status_code == 404
+    assert body["error"]["code"] == -32601
+
+
+def test_an_unsupported_protocol_version_header_is_a_400(client):
+    response, body = rpc(client, "tools/list", version="1999-01-01")
+    assert response.status_code == 400
+    assert body["error"]["code"] == -32022
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "code"),
+    [
+        (b"{not json", 400, -32700),
+        (b"", 400, -32600),  # no body: no message (DRF reads none)
+        (b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', 400, -32600),
+        (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', 400, -32600),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}', 400, -32600),
+        (b"[]", 400, -32600),
+        (b'"ping"', 400, -32600),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "no/such"}', 200, -32601),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 3}}', 200, -32602),
+    ],
+)
+def test_malformed_messages_get_json_rpc_errors(client, raw, status, code):
+    response = client.post("/mcp", raw, content_type="application/json")
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"]["code"] == code
+
+
+def test_get_is_405_and_the_body_cap_is_413_in_json_rpc(client):
+    response = client.get("/mcp")
+    assert response.status_code == 405
+    assert response["Allow"] == "POST, OPTIONS"
+    assert response.json()["error"]["data"]["code"] == "method_not_allowed"
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 9000}})
+    response = client.post("/mcp", big, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json()["error"]["data"]["code"] == "request_too_large"
+    assert response["X-RateLimit-Limit"]
+
+
+def test_origin_must_be_one_of_the_sites_hosts(client):
+    response, body = rpc(client, "ping", HTTP_ORIGIN="http://attacker.example")
+    assert response.status_code == 403
+    assert body["error"]["data"]["code"] == "origin_refused"
+    response, body = rpc(client, "ping", HTTP_ORIGIN="null")
+    assert response.status_code == 403
+    response, body = rpc(client, "ping", HTTP_ORIGIN="http://agents.example:8000")
+    assert response.status_code == 200
+    assert body["result"] == {}
+
+
+# --- tools ------------------------------------------------------------------------------------------------------
+
+
+def test_tools_are_the_manifests_capabilities_plus_ask_and_job_status(client, demo_content):
+    manifest = client.get("/.well-known/agent.json").json()
+    _, body = rpc(client, "tools/list", version="2025-06-18")
+    tools = {tool["name"]: tool for tool in body["result"]["tools"]}
+    assert list(tools) == [c["name"] for c in manifest["capabilities"]] + ["ask", "job_status"]
+    for entry in manifest["capabilities"]:
+        tool = tools[entry["name"]]
+        assert tool["description"] == entry["description"]
+        schema = tool["inputSchema"]
+        assert schema["required"] == ["query"]
+        assert {"query", "session_id"} <= set(schema["properties"])
+        if entry.get("input_schema"):
+            assert set(entry["input_schema"]["properties"]) <= set(schema["properties"])
+        assert tool["annotations"]["readOnlyHint"] is (entry.get("action_type") in (None, "query"))
+        if entry.get("output_schema") and entry.get("action_type") in ("query", "action"):
+            assert tool["outputSchema"] == entry["output_schema"]
+        else:
+            assert "outputSchema" not in tool
+    _, old = rpc(client, "tools/list", version="2024-11-05")
+    assert all("outputSchema" not in tool and "title" not in tool for tool in old["result"]["tools"])
+
+
+def test_a_question_tool_answers_as_ahp_does(client, demo_content):
+    question = "How should I brew hojicha?"
+    ahp = client.post("/agent/converse", {"capability": "content_search", "query": question},
+                      content_type="application/json").json()  # fmt: skip
+    response, body = call(client, "content_search", {"query": question}, version="2025-06-18")
+    result = body["result"]
+    assert response.status_code == 200
+    assert result["isError"] is False
+    assert result["content"][0]["text"] == ahp["response"]["answer"]
+    structured = result["structuredContent"]
+    assert [s["url"] for s in structured["sources"]] == [s["url"] for s in ahp["response"]["sources"]]
+    assert json.loads(result["content"][1]["text"]) == structured
+    _, follow = call(client, "ask", {"query": "And how much leaf?", "session_id": structured["session_id"]})
+    assert follow["result"]["isError"] is False
+    assert follow["result"]["content"][0]["text"]
+    _, old = call(client, "content_search", {"query": question}, version="2024-11-05")
+    assert "structuredContent" not in old["result"]
+    assert old["result"]["content"][0]["text"] == ahp["response"]["answer"]
+
+
+def test_a_query_capability_takes_structured_arguments_or_a_query(client, demo_content):
+    schema = capability_registry.get("check_inventory").output_schema
+    for arguments in ({"query": "stock?", "product": "LK-TEA-0001"}, {"query": "Is LK-TEA-0001 in stock?"}):
+        _, body = call(client, "check_inventory", arguments, version="2025-11-25")
+        result = body["result"]
+        assert result["isError"] is False, result
+        jsonschema.validate(result["structuredContent"], schema)
+        assert result["structuredContent"]["sku"] == "LK-TEA-0001"
+        assert "LK-TEA-0001" in result["content"][0]["text"]
+    _, body = call(client, "check_inventory", {"query": "stock", "colour": "green"})
+    assert body["result"]["isError"] is True
+    assert body["result"]["_meta"]["fields"] == ["arguments.colour"]
+    _, body = call(client, "check_inventory", {"query": "stock", "product": 5})
+    assert body["result"]["isError"] is True
+    assert "arguments.product" in body["result"]["_meta"]["fields"]
+
+
+def test_a_protected_tool_says_how_to_authenticate_and_takes_ahps_credentials(client, demo_content):
+    day = datetime.date.today() + datetime.timedelta(days=1)
+    while day.weekday() in (0, 6):
+        day += datetime.timedelta(days=1)
+    booking = {"query": "Book a tasting", "service": "tea-tasting", "date": day.isoformat(), "time": "11:00",
+               "name": "Ada", "email": "ada@example.com"}  # fmt: skip
+    response, body = call(client, "book_appointment", booking)
+    assert response.status_code == 200
+    assert body["result"]["isError"] is True
+    assert "Authorization: Bearer" in body["result"]["content"][0]["text"]
+    assert (
+        'resource_metadata="http://testserver/.well-known/oauth-protected-resource/mcp"' in response["WWW-Authenticate"]
+    )
+    assert not Appointment.objects.exists()
+    metadata = client.get("/.well-known/oauth-protected-resource/mcp").json()
+    assert metadata["resource"] == "http://testserver/mcp"
+    assert metadata["bearer_methods_supported"] == ["header"]
+
+    secret = key()
+    response, body = call(client, "book_appointment", booking, version="2025-06-18",
+                          HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_IDEMPOTENCY_KEY="book-1")  # fmt: skip
+    assert body["result"]["isError"] is False, body
+    reference = body["result"]["structuredContent"]["reference"]
+    assert Appointment.objects.get().reference == reference
+    # A retry with the same Idempotency-Key books nothing more and gets the first answer.
+    response, again = call(client, "book_appointment", booking, version="2025-06-18",
+                           HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_IDEMPOTENCY_KEY="book-1")  # fmt: skip
+    assert again == body
+    assert response["Idempotent-Replayed"] == "true"
+    assert Appointment.objects.count() == 1
+    # params._meta.auth (Appendix D.5), with or without "Bearer ".
+    for token in (secret, f"Bearer {secret}"):
+        params = {"name": "order_status", "arguments": {"query": "status"}, "_meta": {"auth": token}}
+        _, body = rpc(client, "tools/call", params)
+        assert body["result"]["_meta"]["code"] != "auth_required"
+    # A key without the scope is refused; a wrong key is a 401.
+    narrow = key(scopes=["reports"], name="Narrow agent")
+    _, body = call(client, "order_status", {"query": "order 1"}, HTTP_X_AHP_KEY=narrow)
+    assert body["result"]["isError"] is True
+    assert body["result"]["_meta"]["code"] == "forbidden"
+    response, body = call(client, "order_status", {"query": "x"}, HTTP_AUTHORIZATION="Bearer ahp_wrong")
+    assert response.status_code == 401
+    assert body["error"]["data"]["code"] == "auth_required"
+    assert "resource_metadata=" in response["WWW-Authenticate"]
+
+
+def test_an_async_tool_returns_its_job_and_job_status_reads_it_for_its_caller_only(client, demo_content):
+    secret = key()
+    _response, body = call(client, "compile_report", {"query": "report", "topic": "tea", "seconds": 0},
+                          version="2025-06-18", HTTP_AUTHORIZATION=f"Bearer {secret}")  # fmt: skip
+    result = body["result"]
+    assert result["isError"] is False, result
+    structured = result["structuredContent"]
+    job = Job.objects.get(pk=structured["job_id"])
+    assert structured["status"] == "accepted"
+    assert structured["poll"].endswith(f"/agent/converse/status/{job.pk}")
+    assert job.protocol == "mcp"
+    assert job.capability == "compile_report"
+    _, body = call(client, "job_status", {"job_id": job.pk}, version="2025-06-18",
+                   HTTP_AUTHORIZATION=f"Bearer {secret}")  # fmt: skip
+    assert body["result"]["structuredContent"]["status"] == job.status
+    _, body = call(client, "job_status", {"job_id": job.pk}, HTTP_AUTHORIZATION=f"Bearer {key(name='Other')}")
+    assert body["result"]["isError"] is True
+    assert body["result"]["_meta"]["code"] == "forbidden"
+    _, body = call(client, "job_status", {"job_id": job.pk})
+    assert body["result"]["isError"] is True
+    assert body["result"]["_meta"]["code"] == "auth_required"
+
+
+def test_an_unknown_tool_is_invalid_params_naming_the_tools(client, demo_content):
+    _, body = call(client, "rm_rf", {"query": "x"})
+    assert body["error"]["code"] == -32602
+    assert "content_search" in body["error"]["data"]["available_tools"]
+
+
+# --- resources --------------------------------------------------------------------------------------------------
+
+
+def test_resources_list_every_document_page_by_page(client, demo_content, monkeypatch):
+    monkeypatch.setattr(resources, "PAGE_SIZE", 7)
+    uris, cursor, pages = [], None, 0
+    while True:
+        _, body = rpc(client, "resources/list", {"cursor": cursor} if cursor else {})
+        uris += [resource["uri"] for resource in body["result"]["resources"]]
+        pages += 1
+        cursor = body["result"].get("nextCursor")
+        if not cursor:
+            break
+    documents = Document.objects.order_by("pk").values_list("url", flat=True)
+    assert uris == ["http://testserver/llms.txt", "http://testserver/llms-full.txt"] + [
+        f"http://testserver{url}" for url in documents
+    ]
+    assert pages == -(-len(documents) // 7)
+    _, body = rpc(client, "resources/list", {"cursor": "not-ours"})
+    assert body["error"]["code"] == -32602
+
+
+def test_resources_read_serves_the_sites_own_markdown(client, demo_content):
+    _, body = rpc(client, "resources/read", {"uri": "http://testserver/llms.txt"})
+    assert body["result"]["contents"][0]["text"] == client.get("/llms.txt").content.decode()
+    _, body = rpc(client, "resources/read", {"uri": "http://testserver/llms-full.txt"})
+    assert body["result"]["contents"][0]["text"] == b"".join(client.get("/llms-full.txt").streaming_content).decode()
+    document = Document.objects.order_by("pk").first()
+    _, body = rpc(client, "resources/read", {"uri": f"http://testserver{document.url}"})
+    markdown = client.get(document.url, HTTP_ACCEPT="text/markdown").content.decode()
+    assert body["result"]["contents"] == [
+        {"uri": f"http://testserver{document.url}", "mimeType": "text/markdown", "text": markdown}
+    ]
+
+
+def test_resources_read_never_fetches_a_uri(client, demo_content):
+    hits = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"secret")
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Recorder)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        for uri in (f"http://127.0.0.1:{port}/latest/meta-data", "file:///etc/passwd", "http://testserver/nope",
+                    "http://169.254.169.254/latest"):  # fmt: skip
+            _, body = rpc(client, "resources/read", {"uri": uri})
+            assert body["error"]["code"] == -32002
+            assert body["error"]["data"] == {"uri": uri}
+    finally:
+        server.shutdown()
+    assert hits == []
+
+
+@override_settings(ALLOWED_HOSTS=["testserver"], DEBUG=False)
+def test_the_manifest_declares_the_integration(client):
+    manifest = client.get("/.well-known/agent.json").json()
+    assert manifest["integrations"]["mcp"] == {
+        "url": "/mcp",
+        "version": "2024-11-05",
+        "versions": ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"],
+    }
