@@ -1,6 +1,7 @@
 """The MCP methods we answer, in a table: lifecycle (``initialize``, ``server/discover``, ``ping``), tools and
 resources. Each takes the request's params and the :class:`~.tools.Exchange` and returns the ``result`` object;
-on ``2026-07-28`` every result also says ``resultType`` and carries our ``serverInfo`` in its ``_meta``."""
+on ``2026-07-28`` every result also says ``resultType`` and carries our ``serverInfo`` in its ``_meta``, and the
+cacheable ones say how long they keep (``ttlMs``, ``cacheScope``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from typing import Any
 from django.urls import reverse
 
 from .. import state
+from ..conf import app_settings
 from ..registry import AHP_VERSION
 from . import resources, tools
 from .jsonrpc import METHOD_NOT_FOUND, Message, RpcError
 from .tools import Exchange
 from .versions import SERVER_INFO_META, VERSIONS
 
+#: Results a 2026-07-28 client may cache (SEP-2549): they say for how long, and that anyone may share them (they
+#: are the same for every caller; the documents are public), as long as agent.json and llms.txt are cached.
+CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/templates/list", "resources/read")
 CAPABILITIES = {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
 
 
@@ -73,4 +78,6 @@ def dispatch(message: Message, exchange: Exchange) -> dict[str, Any]:
     value = method(message.params, exchange)
     if exchange.revision.modern:
         value = {**value, "resultType": "complete", "_meta": {SERVER_INFO_META: server_info()}}
+        if message.method in CACHEABLE:
+            value.update(ttlMs=app_settings.HTTP_MAX_AGE * 1000, cacheScope="public")
     return value
