@@ -24,9 +24,12 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpResponseBase
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
+from rest_framework.permissions import AllowAny
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -83,6 +86,17 @@ class PinnedNegotiation(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+def described(**kwargs: Any) -> Any:
+    """drf-spectacular's ``extend_schema`` for a view method, based on drf-spectacular's own ``AutoSchema`` whatever
+    the site's ``DEFAULT_SCHEMA_CLASS`` says (``extend_schema`` would otherwise build on DRF's own inspector)."""
+
+    def decorate(method: Any) -> Any:
+        method.kwargs = {**getattr(method, "kwargs", {}), "schema": AutoSchema}
+        return extend_schema(**kwargs)(method)
+
+    return decorate
+
+
 def domain_error(exc: Exception) -> errors.ConciergeError:
     """Any exception as a domain error; an unexpected one is logged and becomes :class:`~.errors.Failed`."""
     if isinstance(exc, errors.ConciergeError):
@@ -111,12 +125,16 @@ class FrontDoorView(APIView, abc.ABC):
     """The base of every protocol endpoint (see the module docstring); subclasses set :meth:`render_error`."""
 
     authentication_classes = [AgentKeyAuthentication]
-    permission_classes: list = []
+    #: Anyone may call; each capability decides what it needs (AllowAny also tells /openapi.json that credentials
+    #: are optional here).
+    permission_classes = [AllowAny]
     throttle_classes: list = []
     parser_classes = [AgentJSONParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = PinnedNegotiation
     versioning_class = None
+    #: drf-spectacular's inspector, whatever the site's DEFAULT_SCHEMA_CLASS (it describes us in /openapi.json).
+    schema = AutoSchema()
     #: True to authenticate and count in the handler, after the body is read (AHP: credentials may be in it).
     lazy_authentication = False
 

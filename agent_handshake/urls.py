@@ -10,8 +10,11 @@ Every path the app serves, in one place:
 ``<object url>.md``                     an object's markdown version (served by the middleware)
 ``POST /agent/converse``                AHP MODE2/MODE3 questions and capabilities (``agent_handshake:converse``)
 ``GET /agent/converse/status/<id>``     an async job's status (``agent_handshake:converse_status``)
+``POST /capabilities/<name>``           one capability, AHP Appendix E (``agent_handshake:capability``)
 ``POST /ask``                           NLWeb v0.54 questions and capabilities (``agent_handshake:nlweb_ask``)
 ``POST /await``                         NLWeb: check in on, or cancel, a Promise (``agent_handshake:nlweb_await``)
+``GET /openapi.json``                   OpenAPI 3.1 of every endpoint above (``agent_handshake:openapi``)
+``GET /agent/api-docs/``                Swagger UI over it, when ``API_DOCS`` (or ``DEBUG``) (``...:api_docs``)
 ``POST /mcp``                           MCP, stateless Streamable HTTP (``agent_handshake:mcp``)
 ``/.well-known/oauth-protected-resource/mcp``
                                         how to authenticate at /mcp, RFC 9728 (``...:mcp_resource_metadata``)
@@ -21,10 +24,12 @@ Every path the app serves, in one place:
 from django.urls import path
 
 from . import views
+from .ahp.capabilities import CapabilityView
 from .ahp.converse import ConverseView
 from .ahp.invoke import JobStatusView
 from .mcp.views import MCPView, ProtectedResourceMetadataView
 from .nlweb.views import AskView, AwaitView
+from .openapi.views import APIDocsAssetView, APIDocsView, OpenAPIView
 
 app_name = "agent_handshake"
 
@@ -35,9 +40,13 @@ urlpatterns = [
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
     path("agent/converse", ConverseView.as_view(), name="converse"),
     path("agent/converse/status/<str:session_id>", JobStatusView.as_view(), name="converse_status"),
+    path("capabilities/<str:name>", CapabilityView.as_view(), name="capability"),
     path("ask", AskView.as_view(), name="nlweb_ask"),
     path("await", AwaitView.as_view(), name="nlweb_await"),
     path("mcp", MCPView.as_view(), name="mcp"),
+    path("openapi.json", OpenAPIView.as_view(), name="openapi"),
+    path("agent/api-docs/", APIDocsView.as_view(), name="api_docs"),
+    path("agent/api-docs/<str:name>", APIDocsAssetView.as_view(), name="api_docs_asset"),
     path(
         ".well-known/oauth-protected-resource/mcp",
         ProtectedResourceMetadataView.as_view(),

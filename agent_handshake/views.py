@@ -2,7 +2,9 @@
 the markdown version of each registered object.
 
 They are cached under the content state's token (see :mod:`agent_handshake.state`), answer conditional
-requests with 304, and answer a wrong method with AHP JSON, never an HTML error page.
+requests with 304, and answer a wrong method with AHP JSON, never an HTML error page. They are DRF views with
+nothing of DRF's request handling left on (no authentication, parsing or negotiation: public documents), so that
+``/openapi.json`` describes them with the protocol endpoints.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
-from django.utils.decorators import method_decorator
 from django.utils.http import http_date, quote_etag
-from django.views import View
-from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from . import content_signals, state
 from .ahp.errors import method_not_allowed
 from .ahp.manifest import build_manifest
 from .conf import app_settings
+from .frontdoor import PinnedNegotiation, described
 from .llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
 from .models import Document
 from .state import Snapshot
@@ -48,11 +53,45 @@ def _finish(response: HttpResponseBase, etag: str, last_modified: str) -> HttpRe
     return response
 
 
-@method_decorator(csrf_exempt, name="dispatch")  # read-only: a wrong method gets the JSON 405, not the CSRF page
-class AgentDocumentView(View, abc.ABC):
+def document(name: str, media_type: str, description: str, schema: dict[str, Any] | None = None) -> Any:
+    """The OpenAPI description of a document's GET: its body in ``media_type``, or 304."""
+    return described(
+        operation_id=f"get_{name}",
+        summary=description,
+        responses={
+            (200, media_type): OpenApiResponse(schema or {"type": "string"}, description=description),
+            304: OpenApiResponse(description="Not modified (If-None-Match / If-Modified-Since matched)."),
+        },
+        tags=["Discovery"],
+    )
+
+
+#: What /openapi.json says of the manifest (its full schema is the AHP spec's, with the NOTES.md additions).
+MANIFEST_SCHEMA = {
+    "type": "object",
+    "required": ["ahp", "modes", "capabilities", "content_signals"],
+    "properties": {
+        "ahp": {"type": "string"},
+        "modes": {"type": "array", "items": {"type": "string"}},
+        "capabilities": {"type": "array", "items": {"type": "object"}},
+        "content_signals": {"type": "object"},
+        "integrations": {"type": "object"},
+    },
+}
+
+
+class AgentDocumentView(APIView, abc.ABC):
     """A generated, cacheable document answered with ETag/Last-Modified and 304 on a match."""
 
     http_method_names = ["get", "head", "options"]
+    authentication_classes: list = []
+    permission_classes: list = []
+    throttle_classes: list = []
+    parser_classes: list = []
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = PinnedNegotiation
+    versioning_class = None
+    schema = AutoSchema()
     kind = ""
     content_type = "text/plain; charset=utf-8"
     #: Build the body once per state and keep it in the cache (False for streamed documents).
@@ -60,6 +99,24 @@ class AgentDocumentView(View, abc.ABC):
 
     def enabled(self) -> bool:
         return True
+
+    @property
+    def default_response_headers(self) -> dict[str, str]:
+        return {}
+
+    def perform_authentication(self, request: Request) -> None:
+        """Nobody to identify: the documents are public."""
+
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+        if isinstance(exc, Http404):
+            raise exc  # the site's own 404 page, as for any URL it does not serve
+        return super().handle_exception(exc)
+
+    def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = HttpResponse()
+        response.headers["Allow"] = "GET, HEAD, OPTIONS"
+        response.headers["Content-Length"] = "0"
+        return response
 
     @abc.abstractmethod
     def render(self, snapshot: Snapshot, base: str) -> str | bytes | Iterable[str]:
@@ -95,6 +152,15 @@ class ManifestView(AgentDocumentView):
     kind = "manifest"
     content_type = "application/json"
 
+    @document(
+        "agent_manifest",
+        "application/json",
+        "The AHP manifest (§4): capabilities, endpoints, content signals",
+        MANIFEST_SCHEMA,
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return super().get(request, *args, **kwargs)
+
     def render(self, snapshot: Snapshot, base: str) -> bytes:
         return json.dumps(build_manifest(snapshot, base), indent=2, ensure_ascii=False).encode()
 
@@ -104,6 +170,10 @@ class LlmsTxtView(AgentDocumentView):
 
     kind = "llms"
     content_type = MARKDOWN_CONTENT_TYPE
+
+    @document("llms_txt", "text/markdown", "llms.txt: the site's index for language models")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return super().get(request, *args, **kwargs)
 
     def render(self, snapshot: Snapshot, base: str) -> str:
         return render_llms_txt(snapshot, base)
@@ -116,6 +186,10 @@ class LlmsFullTxtView(AgentDocumentView):
     content_type = MARKDOWN_CONTENT_TYPE
     cache_body = False
 
+    @document("llms_full_txt", "text/markdown", "llms-full.txt: every page's full text in one markdown document")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return super().get(request, *args, **kwargs)
+
     def render(self, snapshot: Snapshot, base: str) -> Iterable[str]:
         return iter_llms_full_txt(snapshot, base)
 
@@ -124,6 +198,10 @@ class RobotsTxtView(AgentDocumentView):
     """``GET /robots.txt`` with the content-signal lines, when ``SERVE_ROBOTS_TXT`` is on."""
 
     kind = "robots"
+
+    @document("robots_txt", "text/plain", "robots.txt with the content-signal lines")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return super().get(request, *args, **kwargs)
 
     def enabled(self) -> bool:
         return app_settings.SERVE_ROBOTS_TXT

@@ -111,3 +111,11 @@ if os.environ.get("AGENT_HANDSHAKE_TEST_ANSWER_URL"):
         "model": "test-model",
         "max_retries": 0,
     }
+
+# tests/test_openapi_fuzz.py sends hundreds of generated requests to one server: the limits are not under test there.
+if os.environ.get("AGENT_HANDSHAKE_TEST_NO_LIMITS"):
+    AGENT_HANDSHAKE["RATE_LIMITS"] = {
+        "unauthenticated": {"requests": "100000/minute"},
+        "authenticated": {"requests": "100000/minute"},
+    }
+    AGENT_HANDSHAKE["ACTION_RATE_LIMIT"] = "100000/minute"

@@ -242,12 +242,17 @@ def test_a_query_capability_takes_structured_arguments_or_a_query(client, demo_c
     assert "arguments.product" in body["result"]["_meta"]["fields"]
 
 
-def test_a_protected_tool_says_how_to_authenticate_and_takes_ahps_credentials(client, demo_content):
+def tasting_booking() -> dict:
+    """book_appointment's input for the next day the shop opens."""
     day = datetime.date.today() + datetime.timedelta(days=1)
     while day.weekday() in (0, 6):
         day += datetime.timedelta(days=1)
-    booking = {"query": "Book a tasting", "service": "tea-tasting", "date": day.isoformat(), "time": "11:00",
-               "name": "Ada", "email": "ada@example.com"}  # fmt: skip
+    return {"query": "Book a tasting", "service": "tea-tasting", "date": day.isoformat(), "time": "11:00",
+            "name": "Ada", "email": "ada@example.com"}  # fmt: skip
+
+
+def test_a_protected_tool_says_how_to_authenticate_and_takes_ahps_credentials(client, demo_content):
+    booking = tasting_booking()
     response, body = call(client, "book_appointment", booking)
     assert response.status_code == 200
     assert body["result"]["isError"] is True

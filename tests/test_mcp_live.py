@@ -17,9 +17,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from agent_handshake.models import AgentClient, ApiKey
+from agent_handshake.models import ConverseSession, IdempotencyRecord
 from agent_handshake.registry import capability_registry
-from tests.test_nlweb_live import serve
+from tests.test_nlweb_live import committed_key, serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 QUESTION = "How should I brew hojicha?"
@@ -28,15 +28,12 @@ QUESTION = "How should I brew hojicha?"
 @pytest.fixture(scope="module")
 def site(demo_content, django_db_blocker):
     """gunicorn on the test database with the demo content, and an API key both can see (committed)."""
-    with django_db_blocker.unblock():
-        agent, _ = AgentClient.objects.get_or_create(name="Live MCP agent")
-        _, secret = ApiKey.objects.issue(agent, scopes=["*"])
-    try:
-        with serve("gunicorn (WSGI)", "") as url:
-            yield url, secret
-    finally:
-        with django_db_blocker.unblock():
-            agent.delete()
+    tables = (ConverseSession, IdempotencyRecord)  # what the sessions write, so later modules start empty
+    with (
+        committed_key(django_db_blocker, "Live MCP agent", *tables) as secret,
+        serve("gunicorn (WSGI)", "") as url,
+    ):
+        yield url, secret
 
 
 async def session(url: str, mode: str, headers: dict[str, str] | None = None):

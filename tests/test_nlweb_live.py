@@ -35,7 +35,7 @@ MODEL_SECONDS = 2.0
 
 
 @contextlib.contextmanager
-def serve(kind: str, model_url: str):
+def serve(kind: str, model_url: str, **env_extra: str):
     port = free_port()
     address = f"127.0.0.1:{port}" if kind.startswith("gunicorn") else str(port)
     env = {
@@ -43,6 +43,7 @@ def serve(kind: str, model_url: str):
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "AGENT_HANDSHAKE_DB_NAME": connection.settings_dict["NAME"],
         "AGENT_HANDSHAKE_TEST_ANSWER_URL": model_url,
+        **env_extra,
     }
     server = subprocess.Popen(
         [*SERVERS[kind], address], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
@@ -60,6 +61,24 @@ def serve(kind: str, model_url: str):
         server.terminate()
         _, errors = server.communicate(timeout=20)
         assert "Traceback" not in errors, errors
+
+
+@contextlib.contextmanager
+def committed_key(blocker, name: str, *tables):
+    """An API key a server process can see (written outside the test's transaction), deleted afterwards with the
+    rows of ``tables`` (models) the server wrote."""
+    from agent_handshake.models import AgentClient, ApiKey
+
+    with blocker.unblock():
+        agent, _ = AgentClient.objects.get_or_create(name=name)
+        _, secret = ApiKey.objects.issue(agent, scopes=["*"])
+    try:
+        yield secret
+    finally:
+        with blocker.unblock():
+            for model in tables:
+                model.objects.all().delete()
+            agent.delete()
 
 
 @pytest.mark.django_db

@@ -20,6 +20,7 @@ from .. import content_signals
 from ..concierge import errors
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, Turn, converse
+from ..frontdoor import described
 from ..identity import auth
 from ..identity.authentication import REALM, AgentKeyAuthentication
 from ..registry import Capability, capability_registry, content_registry
@@ -28,6 +29,7 @@ from . import invoke
 from .base import AHPView, BodyTokenAuthentication
 from .errors import error_response
 from .negotiation import UnsupportedType, negotiate
+from .openapi import CONVERSE
 from .request import ConverseRequest, RequestError, parse_data
 
 logger = logging.getLogger(__name__)
@@ -54,11 +56,20 @@ class ConverseView(AHPView):
     #: The body is read and validated before the credentials are checked (they may be in it).
     lazy_authentication = True
 
-    def post(self, request: Request) -> HttpResponseBase:
+    #: How MODE3 fields are named in errors: where the body carries the structured input.
+    input_prefix = "context.input."
+
+    def parse(self, request: Request) -> ConverseRequest:
+        """The request body as a :class:`ConverseRequest`, or :class:`RequestError`."""
+        return parse_data(request.data)
+
+    @described(**CONVERSE)
+    def post(self, request: Request, **kwargs: Any) -> HttpResponseBase:
         try:
-            converse_request = parse_data(request.data)
+            converse_request = self.parse(request)
         except RequestError as exc:
-            return error_response(400, exc.code, exc.message, **exc.extra)
+            extra = dict(exc.extra)
+            return error_response(extra.pop("status", 400), exc.code, exc.message, **extra)
         request.user  # noqa: B018 - authenticates (headers, then the body's auth field)
         self.count(request)
         credentials = request.auth
@@ -98,7 +109,13 @@ class ConverseView(AHPView):
             )
         if capability.action_type is not None:  # MODE3
             invocation = invoke.Call(
-                django_request, converse_request, capability, credentials, negotiated, self.counter.usages
+                django_request,
+                converse_request,
+                capability,
+                credentials,
+                negotiated,
+                self.counter.usages,
+                input_prefix=self.input_prefix,
             )
             return invocation.respond()
         owner = Owner(credentials.key if credentials else None, ratelimit.client_address(django_request))

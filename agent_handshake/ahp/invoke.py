@@ -32,12 +32,14 @@ from ..concierge import calls, errors, jobs
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
 from ..concierge.validation import unstorable
+from ..frontdoor import described
 from ..identity import auth
 from ..models import Job
 from ..registry import Capability
 from .base import AHPView
 from .errors import error_response, render_error
 from .negotiation import Negotiated
+from .openapi import STATUS
 from .render import response_meta, response_object, status_body
 from .request import ConverseRequest
 
@@ -55,6 +57,7 @@ class Call:
         credentials: auth.Credentials | None,
         negotiated: Negotiated,
         usages: list[ratelimit.Usage],
+        input_prefix: str = "context.input.",
     ) -> None:
         self.request = request
         self.capability = capability
@@ -67,7 +70,7 @@ class Call:
             protocol="ahp",
             query=converse_request.query,
             input=converse_request.input,
-            input_prefix="context.input.",
+            input_prefix=input_prefix,
             session_id=converse_request.session_id,
             clarification=converse_request.clarification,
             requesting_agent=converse_request.requesting_agent,
@@ -130,6 +133,7 @@ class JobStatusView(AHPView):
     http_method_names = ["get", "head", "options"]
     allowed = ["GET"]
 
+    @described(**STATUS)
     def get(self, request: Request, session_id: str) -> HttpResponseBase:
         if request.auth is None:
             raise errors.AuthRequired("Job status is readable only with the credentials that started it.")

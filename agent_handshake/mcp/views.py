@@ -32,10 +32,11 @@ from rest_framework.response import Response
 from .. import state
 from ..concierge import errors
 from ..conf import app_settings
-from ..frontdoor import AgentJSONParser, FrontDoorView
+from ..frontdoor import AgentJSONParser, FrontDoorView, described
 from ..identity.authentication import AgentKeyAuthentication, BodyCredentialsAuthentication
 from . import jsonrpc, server
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION, RpcError
+from .openapi import MCP
 from .tools import Exchange
 from .versions import Revision, revision_of
 
@@ -95,6 +96,7 @@ class MCPView(FrontDoorView):
             pass
         return Response(jsonrpc.from_domain(error).body(request_id), status=error.status)
 
+    @described(**MCP)
     def post(self, request: Request) -> HttpResponseBase:
         data = request.data
         self.exchanges: list[Exchange] = []

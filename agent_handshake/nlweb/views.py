@@ -34,13 +34,14 @@ from ..concierge import limits as ratelimit
 from ..concierge.answering import Ranked
 from ..concierge.conversation import Owner, Question, Turn, converse_steps
 from ..conf import app_settings
-from ..frontdoor import FrontDoorView, domain_error
+from ..frontdoor import FrontDoorView, described, domain_error
 from ..models import Document
 from ..registry import capability_registry, content_registry
 from ..retrieval.hybrid import Filters
 from ..sse import accepts_event_stream, event, event_stream
 from . import render
 from .actions import actions_for
+from .openapi import ASK, AWAIT
 from .request import Ask, PriceRange, parse_ask, parse_await
 from .schema_org import item
 
@@ -65,6 +66,7 @@ class NLWebView(FrontDoorView):
 class AskView(NLWebView):
     """``POST /ask`` (see the module docstring)."""
 
+    @described(**ASK)
     def post(self, request: Request) -> HttpResponseBase:
         ask = parse_ask(request.data)
         if ask.capability:
@@ -251,6 +253,7 @@ def clarification_body(turn: Turn) -> dict[str, Any]:
 class AwaitView(NLWebView):
     """``POST /await``: check in on a Promise's job, or cancel it."""
 
+    @described(**AWAIT)
     def post(self, request: Request) -> HttpResponseBase:
         wait = parse_await(request.data)
         from .invoking import await_job

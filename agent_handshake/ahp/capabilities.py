@@ -1,0 +1,87 @@
+"""``POST /capabilities/<name>`` (AHP Appendix E): one operation per capability, for OpenAPI clients (GPT Actions
+and the like).
+
+It is ``POST /agent/converse`` with the capability in the path and a flat body: ``query`` (required),
+``session_id``, ``clarification``, AHP's ``context`` object when wanted, and, for a MODE3 capability, its
+``input_schema``'s properties at the top level (they become ``context.input``; left out, the fields are read from
+the query as on AHP). Without ``context.accept_types`` the capability's own types are preferred in its order, so
+a MODE3 answer's ``response.payload`` holds the data its ``output_schema`` describes. The answer is the AHP
+response (``AHPResponse`` in ``/openapi.json``), with the same
+credentials, scopes, limits, idempotency and errors as ``/agent/converse``: the same view does the work.
+
+An unknown capability is a 404 (the path names nothing); a body key that is neither AHP's nor one of the
+capability's input fields is a 400 naming it, so a typo is not silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponseBase
+from rest_framework.request import Request
+
+from ..registry import Capability
+from .converse import ConverseView, converse_capabilities
+from .openapi import CapabilityOperation
+from .request import ConverseRequest, RequestError, parse_data
+
+#: The body keys every capability operation takes (besides a MODE3 capability's input fields).
+COMMON = ("query", "session_id", "clarification", "context")
+
+
+def input_fields(capability: Capability) -> list[str]:
+    """The MODE3 input fields a capability operation takes at the top level of its body."""
+    if not capability.action_type or not capability.input_schema:
+        return []
+    return [name for name in (capability.input_schema.get("properties") or {}) if name not in COMMON]
+
+
+class CapabilityView(ConverseView):
+    input_prefix = ""
+    #: Set per operation when ``/openapi.json`` is generated (one operation per capability; see
+    #: :mod:`agent_handshake.openapi`); None when serving.
+    documented_capability: Capability | None = None
+    schema = CapabilityOperation()
+
+    def post(self, request: Request, **kwargs: Any) -> HttpResponseBase:
+        """ConverseView's work, under this view's own OpenAPI description (one operation per capability)."""
+        return super().post(request, **kwargs)
+
+    def parse(self, request: Request) -> ConverseRequest:
+        name = self.kwargs["name"]
+        capability = next((c for c in converse_capabilities() if c.name == name), None)
+        if capability is None:
+            raise RequestError(
+                "unknown_capability",
+                f"No capability is named {name!r}.",
+                status=404,
+                available_capabilities=[c.name for c in converse_capabilities()],
+            )
+        data = request.data
+        fields = input_fields(capability)
+        unknown = sorted(key for key in data if key not in COMMON and key not in fields and key != "auth")
+        if unknown:
+            accepted = ", ".join([*COMMON, *fields])
+            raise RequestError(
+                "invalid_request",
+                f"Unknown field(s) for {name!r}: {', '.join(unknown)}; it takes {accepted}.",
+                fields=unknown,
+            )
+        body: dict[str, Any] = {"capability": name, **{k: data[k] for k in COMMON if k in data}}
+        given = {key: data[key] for key in fields if key in data}
+        if given:
+            context = body.get("context")
+            if context is not None and not isinstance(context, dict):
+                raise RequestError("invalid_request", "context must be an object.", fields=["context"])
+            body["context"] = {**(context or {}), "input": {**((context or {}).get("input") or {}), **given}}
+        if "auth" in data:
+            body["auth"] = data["auth"]
+        context = body.get("context")
+        if context is None or (isinstance(context, dict) and "accept_types" not in context):
+            # The capability's own order (its richest type first): a MODE3 answer carries its output_schema's data.
+            body["context"] = {**(context or {}), "accept_types": list(capability.response_types)}
+        try:
+            return parse_data(body)
+        except RequestError as exc:
+            exc.extra["fields"] = [field.removeprefix("context.input.") for field in exc.extra.get("fields", [])]
+            raise

@@ -1,0 +1,217 @@
+"""How AHP's endpoints appear in ``/openapi.json`` (Appendix E): the shared ``AHPResponse`` and ``AHPError``
+schemas, the converse and status operations, and one ``POST /capabilities/<name>`` operation per capability, all
+described from the registry and the request schema the endpoints validate with (nothing here is served)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+
+from ..registry import Capability
+from .request import REQUEST_SCHEMA
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+STRINGS = {"type": "array", "items": {"type": "string"}}
+COMPONENTS: dict[str, dict[str, Any]] = {
+    "AHPResponse": {
+        "type": "object",
+        "description": "An AHP response (§6.2-§6.4): an answer, a clarification question, or an accepted job.",
+        "required": ["status"],
+        "properties": {
+            "status": {"type": "string", "enum": ["success", "clarification_needed", "accepted", "error"]},
+            "session_id": {"type": ["string", "null"]},
+            "response": {
+                "type": "object",
+                "properties": {
+                    "content_type": {"type": "string"},
+                    "answer": {"type": "string"},
+                    "payload": {},
+                    "sources": {"type": "array", "items": {"type": "object"}},
+                    "follow_up": {"type": "object"},
+                },
+            },
+            "clarification": {
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string"},
+                    "options": {"type": ["array", "null"], "items": {"type": "string"}},
+                    "free_form": {"type": "boolean"},
+                },
+            },
+            "meta": {
+                "type": "object",
+                "properties": {
+                    "mode": {"type": "string"},
+                    "cached": {"type": "boolean"},
+                    "tokens_used": {"type": "integer"},
+                    "capability_used": {"type": "string"},
+                    "content_type": {"type": "string"},
+                },
+            },
+            "eta_seconds": {"type": ["integer", "null"]},
+            "poll": {"type": "string", "description": "The status URL of an accepted job (GET, same credentials)."},
+            "callback": {"type": "object"},
+        },
+    },
+    "AHPError": {
+        "type": "object",
+        "description": "An AHP error (§10): a stable code, a message, and the fields it concerns.",
+        "required": ["status", "code", "message"],
+        "properties": {
+            "status": {"const": "error"},
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "fields": STRINGS,
+            "retry_after": {"type": ["integer", "null"]},
+            "available_capabilities": STRINGS,
+        },
+    },
+    "AHPJobStatus": {
+        "type": "object",
+        "description": "An async job's status (§9.2).",
+        "required": ["status", "session_id"],
+        "properties": {
+            "status": {"type": "string", "enum": ["pending", "success", "failed", "expired"]},
+            "session_id": {"type": "string"},
+            "eta_seconds": {"type": ["integer", "null"]},
+            "progress": {"type": ["string", "null"]},
+            "response": {"type": "object"},
+            "meta": {"type": "object"},
+            "error": {"type": "object"},
+        },
+    },
+    "AHPRequest": REQUEST_SCHEMA,
+}
+
+
+def error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(response=ref("AHPError"), description=description)
+
+
+ERRORS = {
+    400: error("Bad request: a malformed body, a missing or invalid field (named in `fields`)."),
+    401: error("Authentication required, or the credentials were refused."),
+    403: error("The API key lacks the capability's scope."),
+    404: error("Not found."),
+    413: error("The body is over the size cap."),
+    429: error("Rate limit exceeded: see Retry-After and the X-RateLimit-* headers."),
+}
+CONVERSE = {
+    "operation_id": "ahp_converse",
+    "summary": "Ask a question or invoke a capability (AHP §6)",
+    "request": {"application/json": ref("AHPRequest")},
+    "responses": {
+        200: OpenApiResponse(ref("AHPResponse"), description="An answer or a clarification question."),
+        202: OpenApiResponse(ref("AHPResponse"), description="An async capability's job was accepted: poll it."),
+        **ERRORS,
+        410: error("The session has expired."),
+        422: error("The Idempotency-Key was used for a different request."),
+    },
+    "tags": ["AHP"],
+}
+KEYS = [{"bearerAuth": []}, {"ahpKey": []}, {"signedRequest": []}]
+STATUS = {
+    "operation_id": "ahp_job_status",
+    "summary": "An async job's status (AHP §9.2); readable with the credentials that started it",
+    "auth": KEYS,
+    "responses": {200: OpenApiResponse(ref("AHPJobStatus"), description="The job's status."), **ERRORS},
+    "tags": ["AHP"],
+}
+ASYNC_NOTE = (
+    " It runs asynchronously: the answer is `202` with `status: accepted`, the job's `session_id` and a `poll` URL; "
+    "GET that URL with the same credentials until the status is `success` (the result), `failed` or `expired`, or "
+    "pass `context.callback_url` to have the result POSTed, signed, when it is ready."
+)
+
+
+def capability_request(capability: Capability) -> dict[str, Any]:
+    """The flat body of ``POST /capabilities/<name>``."""
+    from .capabilities import COMMON, input_fields  # the view imports this module for its schema
+
+    properties: dict[str, Any] = {
+        "query": {**REQUEST_SCHEMA["properties"]["query"], "description": "What you want, in natural language."},
+        "session_id": {
+            "type": ["string", "null"],
+            "maxLength": 128,
+            "description": "Optional: continue an earlier conversation.",
+        },
+        "clarification": {
+            "type": ["string", "null"],
+            "maxLength": 1024,
+            "description": "Your answer to a clarification question.",
+        },
+        "context": REQUEST_SCHEMA["properties"]["context"],
+    }
+    for name in input_fields(capability):
+        properties[name] = copy.deepcopy(capability.input_schema["properties"][name])
+    assert set(COMMON) <= set(properties)
+    return {"type": "object", "required": ["query"], "properties": properties, "additionalProperties": False}
+
+
+def capability_response(capability: Capability) -> dict[str, Any]:
+    """``AHPResponse``, with the capability's ``output_schema`` where it has one: the payload's ``data``
+    (``application/data``) or ``result`` (``application/action-result``), whichever the answer's type carries."""
+    schema = capability.output_schema
+    if not schema:
+        return ref("AHPResponse")
+    payload = {"properties": {"data": schema, "result": schema}}
+    typed = {"properties": {"response": {"properties": {"payload": payload}}}}
+    return {"allOf": [ref("AHPResponse"), typed]}
+
+
+class CapabilityOperation(AutoSchema):
+    """One capability as ``POST /capabilities/<name>`` (the view instance carries it as
+    ``documented_capability``; see :mod:`agent_handshake.openapi`)."""
+
+    @property
+    def capability(self) -> Capability:
+        return self.view.documented_capability
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is not None and "requestBody" in operation:
+            operation["requestBody"]["required"] = True
+        return operation
+
+    def get_operation_id(self) -> str:
+        return self.capability.name
+
+    def get_summary(self) -> str:
+        return self.capability.description
+
+    def get_description(self) -> str:
+        capability = self.capability
+        text = f"{capability.mode} capability `{capability.name}`"
+        text += f" ({capability.action_type})." if capability.action_type else "."
+        if capability.requires_auth:
+            text += " Requires an API key" + (f" with the scope `{capability.scope}`." if capability.scope else ".")
+        if capability.action_type == "async":
+            text += ASYNC_NOTE
+        return text
+
+    def get_tags(self) -> list[str]:
+        return ["capabilities"]
+
+    def get_request_serializer(self) -> Any:
+        return {"application/json": capability_request(self.capability)}
+
+    def get_response_serializers(self) -> Any:
+        capability = self.capability
+        success = OpenApiResponse(capability_response(capability), description="The capability's answer.")
+        responses: dict[int, Any] = {200: success, **ERRORS}
+        if capability.action_type == "async":
+            responses[202] = OpenApiResponse(ref("AHPResponse"), description="Accepted: poll the job.")
+        if capability.action_type:
+            responses[422] = error("The Idempotency-Key was used for a different request.")
+        return responses
+
+    def get_auth(self) -> list[dict[str, list[Any]]]:
+        auths = super().get_auth()
+        return [auth for auth in auths if auth] if self.capability.requires_auth else auths

@@ -1,0 +1,93 @@
+"""Generating ``/openapi.json`` with drf-spectacular, with our settings whatever the site's are.
+
+The generator reads the site's URL configuration (so the paths are where the site mounted the app), keeps the
+app's own views, and replaces ``/capabilities/{name}`` with one ``POST /capabilities/<name>`` per capability the
+manifest lists, each described by :class:`~agent_handshake.ahp.openapi.CapabilityOperation`. ``info`` comes from
+the site profile and ``servers[0]`` from the request (:mod:`.views` keeps a built document per content state and
+base URL, as the manifest is kept).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.settings import spectacular_settings
+
+from .. import state
+from ..ahp import openapi as ahp_openapi
+from ..ahp.capabilities import CapabilityView
+from ..ahp.converse import converse_capabilities
+from ..mcp import openapi as mcp_openapi
+from ..nlweb import openapi as nlweb_openapi
+from ..registry import AHP_VERSION, OPENAPI_VERSION
+from ..views import RobotsTxtView
+from . import extensions  # noqa: F401 - registers the security schemes
+
+_lock = threading.Lock()
+COMPONENTS = {**ahp_openapi.COMPONENTS, **nlweb_openapi.COMPONENTS, **mcp_openapi.COMPONENTS}
+#: Our views that are not protocol endpoints (the document itself, its browsable reference).
+UNDOCUMENTED = ("agent_handshake.openapi.",)
+
+
+def our_endpoints(endpoints: list[tuple[str, str, str, Any]]) -> list[tuple[str, str, str, Any]]:
+    """A drf-spectacular preprocessing hook: the app's endpoints, with one operation per capability."""
+    kept = []
+    for path, path_regex, method, callback in endpoints:
+        module = getattr(callback.cls, "__module__", "")
+        if not module.startswith("agent_handshake.") or module.startswith(UNDOCUMENTED) or method == "OPTIONS":
+            continue
+        if callback.cls is RobotsTxtView and not RobotsTxtView().enabled():
+            continue
+        if callback.cls is CapabilityView:
+            for capability in converse_capabilities():
+                concrete = path.replace("{name}", capability.name)
+                view = CapabilityView.as_view(documented_capability=capability)
+                kept.append((concrete, "^" + re.escape(concrete.lstrip("/")) + "$", method, view))
+            continue
+        kept.append((path, path_regex, method, callback))
+    return kept
+
+
+def settings_for(snapshot: state.Snapshot) -> dict[str, Any]:
+    return {
+        "OAS_VERSION": OPENAPI_VERSION,
+        "TITLE": snapshot.name or "Agent endpoints",
+        "DESCRIPTION": (
+            (snapshot.description + "\n\n" if snapshot.description else "")
+            + "This site's agent endpoints: AHP (the manifest at /.well-known/agent.json), one operation per "
+            "capability (AHP Appendix E), NLWeb, and MCP. Every page also has a markdown version at its URL with "
+            "`.md` appended (or with `Accept: text/markdown`)."
+        ),
+        "VERSION": AHP_VERSION,
+        "PREPROCESSING_HOOKS": [f"{__name__}.our_endpoints"],
+        "POSTPROCESSING_HOOKS": [],
+        "SCHEMA_PATH_PREFIX": "",
+        "SECURITY": [],
+        # The header credentials are the schemes; a key in the body (AHP's auth, MCP's _meta.auth) is the same key.
+        "AUTHENTICATION_WHITELIST": ["agent_handshake.identity.authentication.AgentKeyAuthentication"],
+        "COMPONENT_SPLIT_REQUEST": False,
+        "SORT_OPERATIONS": False,
+        "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+        "APPEND_COMPONENTS": {"schemas": COMPONENTS},
+        "SERVERS": [],
+        "EXTERNAL_DOCS": {},
+        "TAGS": [],
+        "CONTACT": {},
+        "LICENSE": {},
+    }
+
+
+def build(base: str) -> dict[str, Any]:
+    """The document for a site served at ``base`` ("https://example.com")."""
+    snapshot = state.snapshot()
+    with _lock:  # drf-spectacular's settings are global: one document at a time, our settings restored after
+        try:
+            spectacular_settings.apply_patches(settings_for(snapshot))
+            document = SchemaGenerator().get_schema(request=None, public=True)
+        finally:
+            spectacular_settings.clear_patches()
+    document["servers"] = [{"url": base}]
+    return document
