@@ -173,9 +173,11 @@ class FrontDoorView(APIView, abc.ABC):
         response.headers["Content-Length"] = "0"
         return response
 
-    def count(self, request: Request) -> None:
+    def count(self, request: Request, *, again: bool = False) -> None:
+        """Count the request (per API key, else per network); ``again`` counts one more on the same counter (a
+        batch's second and later messages: each is a request)."""
         if request.auth is None:
-            usage = self.counter.count_ip()
+            usage = self.counter.add(ratelimit.count_ip(request._request)) if again else self.counter.count_ip()
             message = "Rate limit exceeded for this IP address."
         else:
             usage = self.counter.add(ratelimit.count_key(request._request, request.auth.rate_key))

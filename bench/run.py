@@ -25,6 +25,7 @@ def main() -> int:
         "bench_converse",
         "bench_converse_load",
         "bench_nlweb",
+        "bench_mcp_openapi",
         "bench_jobs",
         "bench_fuzz",
     ]

@@ -110,6 +110,26 @@ def test_2026_07_28_discover_and_the_per_request_envelope(client):
     assert body["result"]["tools"]
 
 
+def test_a_batch_counts_each_request_against_the_rate_limit(client):
+    """30 a minute per address without a key: a batch of 20 pings is 20 of them."""
+    batch = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(20)]
+    first = client.post("/mcp", json.dumps(batch), content_type="application/json")
+    assert first.status_code == 200
+    assert first["X-RateLimit-Remaining"] == "10"
+    second = client.post("/mcp", json.dumps(batch), content_type="application/json")
+    assert second.status_code == 429
+    assert second.json()["error"]["data"]["code"] == "rate_limited"
+
+
+def test_2026_07_28_tool_errors_keep_their_code_beside_the_server_info(client, demo_content):
+    params = {"name": "book_appointment", "arguments": {"query": "book"}, "_meta": MODERN_META}
+    _, body = rpc(client, "tools/call", params)
+    meta = body["result"]["_meta"]
+    assert body["result"]["isError"] is True
+    assert meta["code"] == "auth_required"
+    assert meta["io.modelcontextprotocol/serverInfo"]["ahp"] == "0.1"
+
+
 def test_2026_07_28_refusals_have_the_statuses_that_revision_gives(client):
     mismatch = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/call", "HTTP_MCP_NAME": "other"}
     response, body = rpc(client, "tools/call", {"name": "content_search", "arguments": {}, "_meta": MODERN_META},

@@ -77,7 +77,11 @@ def dispatch(message: Message, exchange: Exchange) -> dict[str, Any]:
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
     value = method(message.params, exchange)
     if exchange.revision.modern:
-        value = {**value, "resultType": "complete", "_meta": {SERVER_INFO_META: server_info()}}
+        value = {
+            **value,
+            "resultType": "complete",
+            "_meta": {**value.get("_meta", {}), SERVER_INFO_META: server_info()},
+        }
         if message.method in CACHEABLE:
             value.update(ttlMs=app_settings.HTTP_MAX_AGE * 1000, cacheScope="public")
     return value

@@ -5,7 +5,8 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
 ``X-RateLimit-*`` headers are AHP's. On top of them:
 
 - an ``Origin`` header must name one of ``ALLOWED_HOSTS`` (DNS rebinding), else 403;
-- a request gets a JSON-RPC response (a batch, a JSON array of them); notifications and responses get 202;
+- a request gets a JSON-RPC response (a batch, a JSON array of them, each request in it counted against the rate
+  limits as one request); notifications and responses get 202;
   ``GET`` is 405: we offer no server-to-client stream. No ``Accept`` header is needed (AHP's 2024-11-05 client
   sends none), and no session: no ``Mcp-Session-Id`` is issued or checked;
 - a JSON-RPC error's HTTP status is 400 for a body that is not JSON-RPC (and, on 2026-07-28, the statuses that
@@ -104,6 +105,9 @@ class MCPView(FrontDoorView):
             if not data or len(data) > jsonrpc.MAX_BATCH:
                 message = f"Invalid Request: a batch holds 1 to {jsonrpc.MAX_BATCH} messages."
                 return Response(jsonrpc.error(None, INVALID_REQUEST, message), status=400)
+            # Each request in a batch counts as one request (the first was counted with the HTTP request).
+            for _ in range(sum(isinstance(item, dict) and "id" in item and "method" in item for item in data) - 1):
+                self.count(request, again=True)
             answers = [body for body, _ in (self.answer(item) for item in data) if body is not None]
             return Response(answers) if answers else Response(status=202)
         body, status = self.answer(data)
