@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 from bench_converse import scifact_site
-from common import print_table
+from common import lifted_limits, print_table, scifact_arguments
 
 
 def pct(values: list[float], q: float) -> float:
@@ -111,10 +111,8 @@ def compare_stream(handler, queries: list[str], backend_cache: dict) -> tuple[li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed-docs", type=int, default=1500)
-    parser.add_argument("--queries", type=int, default=100)
+    scifact_arguments(parser, "agent_handshake_bench_nlweb")
     parser.add_argument("--model-ms", type=int, default=300)
-    parser.add_argument("--database", default="agent_handshake_bench_nlweb")
     args = parser.parse_args()
 
     corpus, queries, config = scifact_site(args.database, args.seed_docs, args.queries)
@@ -129,13 +127,7 @@ def main() -> None:
     index_passages(config)
     backend_cache = get_embedding_backend()._cache()[0]
     handler = WSGIHandler()
-    relaxed = {
-        **settings.AGENT_HANDSHAKE,
-        "RATE_LIMITS": {"unauthenticated": {"requests": "1000000/minute", "token_budget": "5000000/session"}},
-        "AGENT_RATE_LIMIT": "1000000/minute",
-        "DAILY_TOKEN_BUDGET_PER_IP": 0,
-        "ANSWER_CACHE_TIMEOUT": 0,
-    }
+    relaxed = lifted_limits(settings.AGENT_HANDSHAKE)
     rows = []
     with override_settings(AGENT_HANDSHAKE=relaxed):
         converse_times, ask_times = compare_doors(handler, queries, backend_cache)

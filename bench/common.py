@@ -277,3 +277,23 @@ def http_latency_us(url: str, requests: int) -> float:
         timings.append(time.perf_counter() - started)
     conn.close()
     return statistics.median(timings) * 1e6
+
+
+def lifted_limits(site_settings: dict) -> dict:
+    """The site's ``AGENT_HANDSHAKE`` with every rate limit and budget lifted and the answer cache off: what a
+    latency benchmark times is the work, not the 429s."""
+    return {
+        **site_settings,
+        "RATE_LIMITS": {"unauthenticated": {"requests": "1000000/minute", "token_budget": "5000000/session"}},
+        "AGENT_RATE_LIMIT": "1000000/minute",
+        "ACTION_RATE_LIMIT": "1000000/minute",
+        "DAILY_TOKEN_BUDGET_PER_IP": 0,
+        "ANSWER_CACHE_TIMEOUT": 0,
+    }
+
+
+def scifact_arguments(parser, database: str) -> None:
+    """The arguments of the benchmarks that run on bench_converse.scifact_site."""
+    parser.add_argument("--seed-docs", type=int, default=1500)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--database", default=database)
