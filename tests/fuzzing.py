@@ -24,6 +24,8 @@ STATUS = "/agent/converse/status/"
 MANIFEST = "/.well-known/agent.json"
 ASK = "/ask"
 AWAIT = "/await"
+MCP = "/mcp"
+CAPABILITY = "/capabilities/"
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Window")
 VALID_BEARER = "Bearer {secret}"
 SIGN = "{sign}"
@@ -218,6 +220,40 @@ await_bodies = st.fixed_dictionaries(
     optional={"action": _or_junk(st.sampled_from(["checkin", "cancel", "CANCEL", "explode"])), "meta": json_values},
 )
 
+mcp_arguments = st.fixed_dictionaries(
+    {},
+    optional={
+        "query": _or_junk(st.sampled_from(QUERIES)),
+        "session_id": _or_junk(short_text),
+        "product": _or_junk(st.just("LK-TEA-0001")),
+        "job_id": _or_junk(short_text),
+    },
+)
+mcp_meta = st.fixed_dictionaries(
+    {},
+    optional={
+        "auth": _or_junk(st.sampled_from([VALID_BEARER, "ahp_x_y", "Bearer "])),
+        "io.modelcontextprotocol/protocolVersion": _or_junk(st.sampled_from(["2026-07-28", "2025-06-18", "1.0"])),
+        "io.modelcontextprotocol/clientCapabilities": _or_junk(st.just({})),
+    },
+)
+mcp_message = st.fixed_dictionaries(
+    {"jsonrpc": _or_junk(st.just("2.0")), "method": _or_junk(st.sampled_from(
+        ["initialize", "ping", "tools/list", "tools/call", "resources/list", "resources/read", "server/discover",
+         "notifications/initialized", "prompts/list"]))},
+    optional={
+        "id": _or_junk(st.one_of(st.integers(), short_text)),
+        "params": _or_junk(st.fixed_dictionaries({}, optional={
+            "name": _or_junk(st.sampled_from([*CAPABILITIES, "ask", "job_status", "rm"])),
+            "arguments": _or_junk(mcp_arguments),
+            "uri": _or_junk(st.sampled_from(["http://testserver/llms.txt", "http://127.0.0.1:1/", "file:///etc/passwd"])),
+            "cursor": _or_junk(short_text),
+            "protocolVersion": _or_junk(st.sampled_from(["2024-11-05", "2025-11-25", "x"])),
+            "_meta": _or_junk(mcp_meta),
+        })),
+    },
+)  # fmt: skip
+
 
 def deep(depth: int) -> bytes:
     """A small body with ``depth`` nested arrays in context.input (1,200 levels is under 2.5 KB)."""
@@ -326,8 +362,38 @@ def nlweb_cases() -> st.SearchStrategy[Case]:
     )
 
 
+def mcp_cases() -> st.SearchStrategy[Case]:
+    """POST /mcp with generated JSON-RPC messages and batches (or any bytes), and POST /capabilities/<name> with
+    generated flat bodies, with generated headers."""
+    mcp_headers = st.fixed_dictionaries(
+        {},
+        optional={
+            "MCP-Protocol-Version": st.sampled_from(["2025-06-18", "2026-07-28", "bogus"]),
+            "Mcp-Method": st.sampled_from(["tools/call", "x"]),
+            "Origin": st.sampled_from(["http://testserver", "http://evil.example", "null"]),
+        },
+    )
+    encoded = st.one_of(
+        mcp_message.map(lambda message: json.dumps(message).encode()),
+        st.lists(mcp_message, min_size=0, max_size=25).map(lambda batch: json.dumps(batch).encode()),
+        bodies,
+    )
+    flat = st.fixed_dictionaries({}, optional={"query": _or_junk(st.sampled_from(QUERIES)),
+                                               "product": _or_junk(st.just("LK-TEA-0001")),
+                                               "context": _or_junk(context), "junk": json_values})  # fmt: skip
+    return st.one_of(
+        st.builds(lambda body, hdrs, more: Case("POST", MCP, {**hdrs, **more}, body), encoded, headers, mcp_headers),
+        st.builds(
+            lambda name, body, hdrs: Case("POST", CAPABILITY + name, hdrs, json.dumps(body).encode()),
+            st.sampled_from([*CAPABILITIES, "nope"]),
+            flat,
+            headers,
+        ),
+    )
+
+
 def all_cases() -> st.SearchStrategy[Case]:
-    return st.one_of(converse_cases(), nlweb_cases(), other_cases())
+    return st.one_of(converse_cases(), nlweb_cases(), mcp_cases(), other_cases())
 
 
 def run(strategy: st.SearchStrategy[Case], count: int, check: Callable[[Case], None], *, random_seed: int) -> None:
@@ -385,6 +451,8 @@ def endpoint(path: str) -> str | None:
         return "manifest"
     if decoded in (ASK, AWAIT):
         return "nlweb"
+    if decoded == MCP or re.fullmatch(re.escape(CAPABILITY) + r"[^/]+", decoded):
+        return "mcp" if decoded == MCP else "converse"
     return None
 
 
@@ -412,7 +480,7 @@ def problems(case: Case, status: int, content_type: str, hdrs: dict[str, str], b
                 json.loads(body)
             except ValueError:
                 found.append("a body that is not JSON")
-    if kind in ("converse", "status", "nlweb"):
+    if kind in ("converse", "status", "nlweb", "mcp"):
         missing = [name for name in RATE_HEADERS if name not in hdrs]
         if missing:
             found.append(f"no {', '.join(missing)}")

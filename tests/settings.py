@@ -119,3 +119,7 @@ if os.environ.get("AGENT_HANDSHAKE_TEST_NO_LIMITS"):
         "authenticated": {"requests": "100000/minute"},
     }
     AGENT_HANDSHAKE["ACTION_RATE_LIMIT"] = "100000/minute"
+
+# tests/test_browser.py opens the API reference in a real browser, on a server started with this set.
+if os.environ.get("AGENT_HANDSHAKE_TEST_API_DOCS"):
+    AGENT_HANDSHAKE["API_DOCS"] = True

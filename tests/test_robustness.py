@@ -419,6 +419,18 @@ def test_no_generated_nlweb_request_gets_a_5xx(robust, case):
     check(case, robust)
 
 
+@BOUNDED
+@given(case=fuzzing.mcp_cases())
+@example(case=fuzzing.Case("POST", "/mcp", {}, b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}, 7, null]'))
+@example(case=fuzzing.Case("POST", "/mcp", {"Origin": "null"}, b"{}"))
+@example(case=fuzzing.Case("POST", "/mcp", {}, b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+                           b'{"name": "check_inventory", "arguments": {"query": "tea\\u0000"}}}'))  # fmt: skip
+@example(case=fuzzing.Case("POST", "/capabilities/check_inventory", {}, b'{"query": "x", "context": 5}'))
+@example(case=fuzzing.Case("POST", "/capabilities/%00", {}, b'{"query": "x"}'))
+def test_no_generated_mcp_or_capability_request_gets_a_5xx(robust, case):
+    check(case, robust)
+
+
 def test_the_strategies_reach_the_code_behind_validation(robust):
     """Not every generated converse body is refused at parse time: some are answered (a guard against strategies
     that only ever exercise the JSON parser)."""
