@@ -58,8 +58,8 @@ def settings_for(snapshot: state.Snapshot) -> dict[str, Any]:
         "DESCRIPTION": (
             (snapshot.description + "\n\n" if snapshot.description else "")
             + "This site's agent endpoints: AHP (the manifest at /.well-known/agent.json), one operation per "
-            "capability (AHP Appendix E), NLWeb, and MCP. Every page also has a markdown version at its URL with "
-            "`.md` appended (or with `Accept: text/markdown`)."
+            "capability (AHP Appendix E), NLWeb, and MCP. Every page of registered content has a markdown "
+            "version at its URL with `.md` appended (or with `Accept: text/markdown`)."
         ),
         "VERSION": AHP_VERSION,
         "PREPROCESSING_HOOKS": [f"{__name__}.our_endpoints"],
