@@ -121,7 +121,8 @@ DEFAULTS: dict[str, Any] = {
     "API_DOCS": None,
     "SESSION_MAX_TURNS": 10,
     # Answer length: the agent's context.max_tokens hint, DEFAULT_ANSWER_TOKENS without one, never above MAX.
-    "DEFAULT_ANSWER_TOKENS": 300,
+    # 80 tokens is about 60 words: the answering sentence and a sentence or two of support.
+    "DEFAULT_ANSWER_TOKENS": 80,
     "MAX_ANSWER_TOKENS": 1024,
     # Dotted path to an AnswerBackend; empty: extractive answers. "agent_handshake.concierge.backends.OpenAIAnswerer"
     # uses the openai client (OPENAI_BASE_URL, OPENAI_API_KEY); ANSWER_OPTIONS go to its constructor.

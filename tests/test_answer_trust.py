@@ -134,7 +134,7 @@ def test_extractive_answers_carry_no_markup_and_only_the_sites_links(client, dem
     from tests.testapp.models import Article
 
     publish(Article, title="Descaling a kettle", slug="descale", body=HOSTILE)
-    _, body = ask(client, "How do I descale a kettle with citric acid?", context={"max_tokens": 400})
+    _, body = ask(client, "Is there a descaling guide?", context={"max_tokens": 400})
     assert body["response"]["sources"][0]["url"] == "/articles/descale/"
     answer = body["response"]["answer"]
     assert "citric acid" in answer

@@ -77,12 +77,12 @@ def test_content_search_answers_from_the_right_document(client, demo, ahp_schema
         assert body["status"] == "success"
         assert body["response"]["sources"][0]["url"] == document.url
         assert body["response"]["sources"][0]["relevance"] == "direct"
-        # Extractive: every sentence of the answer comes from the site's text.
+        # Extractive: every sentence of the answer comes from the site's text (its markdown emphasis removed).
         answer = re.sub(r"\s*\[\d+\]", "", body["response"]["answer"])
         corpus = " ".join(Document.objects.values_list("markdown", flat=True)) + " ".join(
             Document.objects.values_list("summary", flat=True)
         )
-        flat = " ".join(corpus.split())
+        flat = " ".join(re.sub(r"[*_`]", "", corpus).split())
         for sentence in re.split(r"(?<=[.!?])\s+", answer):
             assert " ".join(sentence.rstrip(" …").split())[:60] in flat, sentence
         meta = body["meta"]

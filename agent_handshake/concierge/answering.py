@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import inspect
 import re
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ from ..conf import app_settings
 from ..models import Document
 from ..registry import Capability, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
-from .backends import Evidence, GeneratedAnswer, clean_answer, get_answer_backend, terms
+from .backends import Evidence, GeneratedAnswer, clean_answer, get_answer_backend
+from .extractive import terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 
@@ -39,6 +41,8 @@ class ConverseContext:
     clarified: bool = False
     #: False when only the sources are wanted: the answer backend is not called.
     write_answer: bool = True
+    #: The conversation's recent turns, oldest first, as (question, answer): a model answers follow-ups with them.
+    history: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -210,10 +214,10 @@ class ContentConcierge:
         evidence = [
             Evidence(number, hit.title, hit.url, passage.passage.heading, passage.passage.text)
             for number, hit in enumerate(hits, start=1)
-            for passage in hit.passages[:2]
+            for passage in hit.passages[:3]
         ]
         if ctx.write_answer:
-            generated = get_answer_backend().answer(ctx.query, evidence, ctx.max_tokens, snapshot.name)
+            generated = answer_with(get_answer_backend(), ctx, evidence, snapshot.name)
         else:
             generated = GeneratedAnswer("", backend="none")
         top = hits[0].score if hits else 0.0
@@ -295,6 +299,14 @@ def site_info(ctx: ConverseContext) -> Steps:
         if intro and intro not in reply.answer:
             reply.answer = f"{intro}\n\n{reply.answer}"
     return reply
+
+
+def answer_with(backend: Any, ctx: ConverseContext, evidence: list[Evidence], site_name: str) -> GeneratedAnswer:
+    """The backend's answer, with the conversation's recent turns for a backend that takes them (a custom
+    backend written before ``history`` existed is called as before)."""
+    if ctx.history and "history" in inspect.signature(backend.answer).parameters:
+        return backend.answer(ctx.query, evidence, ctx.max_tokens, site_name, history=ctx.history)
+    return backend.answer(ctx.query, evidence, ctx.max_tokens, site_name)
 
 
 def content_answer(ctx: ConverseContext) -> Steps:

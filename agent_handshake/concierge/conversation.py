@@ -198,6 +198,33 @@ def _normalise(query: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", query.lower()).split())
 
 
+#: How many earlier turns a model sees, and how much of each answer.
+HISTORY_TURNS, HISTORY_ANSWER_CHARS = 3, 300
+ABOUT_THE_CONVERSATION = re.compile(
+    r"^\s*(?:what|which)\b.*\b(?:did|have)\s+i\s+(?:ask|say|asked|said)\b(?:\s+(?:about|for))?"
+    r"(?:\s+(?P<when>first|last|before|earlier|previously|so\s+far))?"
+    r"|^\s*what\s+was\s+my\s+(?P<which>first|last|previous)\s+question",
+    re.IGNORECASE,
+)
+
+
+def about_the_conversation(text: str, turns: Sequence[dict[str, Any]]) -> str | None:
+    """The answer to a question about the conversation itself ("which tea did I ask about first?", "what was my
+    last question?") from the session's own turns, or None when ``text`` is not one (or there are no turns)."""
+    match = ABOUT_THE_CONVERSATION.search(text)
+    if match is None or not turns:
+        return None
+    when = (match.group("when") or match.group("which") or "").lower()
+    if when in ("", "so far") or " ".join(when.split()) == "so far":
+        asked = "; ".join(f"“{turn['query']}”" for turn in turns)
+        return f"You have asked {len(turns)} question{'s' if len(turns) != 1 else ''} so far: {asked}."
+    turn = turns[0] if when == "first" else turns[-1]
+    ordinal = "first" if when == "first" else "last"
+    about = turn.get("sources") or []
+    topic = f", answered from “{about[0]['title']}” ({about[0]['url']})" if about else ""
+    return f"Your {ordinal} question was “{turn['query']}”{topic}."
+
+
 def converse(question: Question, owner: Owner) -> Turn:
     """Answer ``question`` for ``owner`` and record the turn; raises :mod:`.errors` for what is refused."""
     steps = converse_steps(question, owner)
@@ -239,7 +266,14 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
         query = f"{query} {question.clarification}"
         clarified = True
     turns = session.turns or [{"query": text, "standalone_query": text} for text in question.previous]
-    standalone = standalone_query(query, turns) if not clarified else query
+    recalled = about_the_conversation(question.text, session.turns) if not clarified else None
+    if recalled is not None and get_answer_backend().name == "extractive":  # a model answers from its prompt
+        yield Ranked([])
+        reply = Reply(answer=recalled, content_type=question.content_type)
+        return _record(session, owner, pending, question.text, question.text, reply, cached=False)
+    # A question about the conversation is asked as it is (rewritten, "which tea did I ask about first?" would
+    # become a question about the last turn's topic).
+    standalone = standalone_query(query, turns) if not clarified and recalled is None else query
 
     network = network_of(owner.address)
     _check_budgets(session, network)
@@ -253,8 +287,13 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
         filters=filters,
         clarified=clarified,
         write_answer=question.write_answer,
+        history=tuple(
+            (turn["query"], (turn.get("answer") or "")[:HISTORY_ANSWER_CHARS]) for turn in turns[-HISTORY_TURNS:]
+        ),
     )
-    cache_key = _cache_key(context) if standalone == question.text and not clarified else None
+    # A model's answer may draw on the conversation: cached, it would be served to another one.
+    personal = bool(context.history) and get_answer_backend().name != "extractive"
+    cache_key = _cache_key(context) if standalone == question.text and not clarified and not personal else None
     cache = caches[app_settings.CACHE_ALIAS]
     cached = cache.get(cache_key) if cache_key else None
     if cached is not None:
@@ -275,9 +314,22 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
         if cache_key and app_settings.ANSWER_CACHE_TIMEOUT != 0:
             cache.set(cache_key, dataclasses.asdict(reply), app_settings.ANSWER_CACHE_TIMEOUT)
     add_daily_tokens(network, reply.tokens_used)  # spent, whether or not the turn is recorded
+    return _record(session, owner, pending, question.text, standalone, reply, cached=from_cache)
 
+
+def _record(
+    session: ConverseSession,
+    owner: Owner,
+    pending: dict[str, Any] | None,
+    text: str,
+    standalone: str,
+    reply: Reply,
+    *,
+    cached: bool,
+) -> Turn:
+    """Record the turn on the session (under its row lock) and return it."""
     turn = {
-        "query": question.text,
+        "query": text,
         "standalone_query": standalone,
         "answer": reply.answer[:1000],
         "sources": [{"title": s["title"], "url": s["url"]} for s in reply.sources],
@@ -291,7 +343,7 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
         session.tokens_used += reply.tokens_used
         session.last_active_at = timezone.now()
         session.save()
-    return Turn(session.pk, reply=reply, cached=from_cache)
+    return Turn(session.pk, reply=reply, cached=cached)
 
 
 def _session(question: Question, owner: Owner) -> ConverseSession:

@@ -1,0 +1,128 @@
+"""Answer quality on the demo content: do answers lead with the fact, cite the right page, and stay short?
+
+``bench/data/answer_quality.json`` holds 44 questions written by hand from the demo's posts, pages, videos and
+products, each with the fact a correct answer must state (a regular expression: "8 ?%", "1849") and the
+pages that state it. Each question goes to ``POST /agent/converse`` (``content_search``, ``text/answer``, the
+configured answer backend: extractive by default) through the Django WSGI handler, on a fresh database holding the
+demo content, indexed by the app. Reported:
+
+- the fact anywhere in the answer, and within its first 40 words (targets: the latter for at least 85 %);
+- the first source one of the fact's pages (target: at least 90 %);
+- the median answer length in words (target: at most 60), and the answer time.
+
+Before anything is asked, every fact is checked against its pages' own text, so a typo in the set fails loudly.
+
+    python bench/bench_answer_quality.py [--show-misses]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+
+from common import lifted_limits, print_table
+
+HERE = Path(__file__).resolve().parent
+QUESTIONS = HERE / "data" / "answer_quality.json"
+LEAD_WORDS = 40
+
+
+def demo_site(database: str) -> None:
+    from bench_retrieval_quality import fresh_database
+
+    fresh_database(database)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    call_command("loaddata", "demo", verbosity=0)
+    call_command("agent_reindex", verbosity=0)
+
+
+def check_set(questions: list[dict]) -> None:
+    """Every fact is in one of its pages (the set is written from the content; a typo must not pass)."""
+    from agent_handshake.models import Document
+
+    for item in questions:
+        texts = [f"{d.title}\n{d.summary}\n{d.markdown}" for d in Document.objects.filter(url__in=item["urls"])]
+        if len(texts) != len(item["urls"]):
+            raise SystemExit(f"unknown page in {item}")
+        if not any(re.search(item["fact"], text, re.IGNORECASE) for text in texts):
+            raise SystemExit(f"the fact {item['fact']!r} is on none of its pages: {item['q']!r}")
+
+
+def ask(handler, question: str) -> tuple[dict, float]:
+    from django.test.client import RequestFactory
+
+    body = json.dumps({"ahp": "0.1", "capability": "content_search", "query": question}).encode()
+    environ = RequestFactory().post("/agent/converse", data=body, content_type="application/json").environ
+    status: list[str] = []
+    began = time.perf_counter()
+    chunks = b"".join(handler(environ, lambda s, h, e=None: status.append(s)))
+    elapsed = time.perf_counter() - began
+    assert status[0].startswith("200"), (status, chunks[:300])
+    return json.loads(chunks), elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", default="agent_handshake_bench_answers")
+    parser.add_argument("--show-misses", action="store_true", help="print each question whose fact is not led with")
+    args = parser.parse_args()
+    questions = json.loads(QUESTIONS.read_text())
+    demo_site(args.database)
+    check_set(questions)
+    from django.conf import settings
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import override_settings
+
+    handler = WSGIHandler()
+    anywhere = lead = first_source = 0
+    lengths: list[int] = []
+    times: list[float] = []
+    misses = []
+    with override_settings(AGENT_HANDSHAKE=lifted_limits(settings.AGENT_HANDSHAKE)):
+        for item in questions:
+            body, elapsed = ask(handler, item["q"])
+            times.append(elapsed)
+            answer = body["response"]["answer"]
+            words = answer.split()
+            lengths.append(len(words))
+            fact = re.compile(item["fact"], re.IGNORECASE)
+            found = bool(fact.search(answer))
+            led = bool(fact.search(" ".join(words[:LEAD_WORDS])))
+            sources = [source["url"] for source in body["response"]["sources"]]
+            right = bool(sources) and sources[0] in item["urls"]
+            anywhere += found
+            lead += led
+            first_source += right
+            if not (led and right):
+                misses.append((item["q"], item["fact"], led, right, sources[:1], answer))
+    total = len(questions)
+    backend = settings.AGENT_HANDSHAKE.get("ANSWER_BACKEND") or "extractive"
+    print_table(
+        f"Answer quality: {total} questions about the demo content ({backend} answers)",
+        ["measure", "value", "target"],
+        [
+            ["fact anywhere in the answer", f"{anywhere / total:.0%} ({anywhere}/{total})", ""],
+            [f"fact in the first {LEAD_WORDS} words", f"{lead / total:.0%} ({lead}/{total})", ">= 85 %"],
+            ["first source is the fact's page", f"{first_source / total:.0%} ({first_source}/{total})", ">= 90 %"],
+            ["median answer length (words)", statistics.median(lengths), "<= 60"],
+            ["answer p50 (ms)", round(statistics.median(times) * 1000, 1), ""],
+        ],
+    )
+    if args.show_misses:
+        for question, fact, led, right, first, answer in misses:
+            print(f"\n- {question}  [fact /{fact}/ led: {led}; first source right: {right} {first}]\n  {answer}")
+
+
+if __name__ == "__main__":
+    main()
