@@ -84,10 +84,18 @@ def test_terms_lemmatise_irregular_verbs_and_plurals():
 
 
 @pytest.mark.django_db
-def test_demo_answers_are_short_and_lead_with_the_fact(client, demo_content):
-    _, body = ask(client, "How hot should the water be for gyokuro?")
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("What does CTC stand for in Assam CTC tea?", r"crush, tear, curl"),
+        ("How much does US standard shipping cost?", r"\$6\.50"),
+        ("When were Britain's Navigation Acts repealed?", r"1849"),
+    ],
+)
+def test_demo_answers_are_short_and_lead_with_the_fact(client, demo_content, question, fact):
+    _, body = ask(client, question)
     answer_text = body["response"]["answer"]
-    assert re.search(r"5[05][–-]60 °C|55 °C", " ".join(answer_text.split()[:40])), answer_text
+    assert re.search(fact, " ".join(answer_text.split()[:40])), answer_text
     assert len(answer_text.split()) <= 70  # about 60 words by default, with citations
     assert not re.search(r"\*\*|\|\s*---|^\s*[-*] ", answer_text)
 
