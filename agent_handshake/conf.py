@@ -97,8 +97,11 @@ DEFAULTS: dict[str, Any] = {
     "RRF_K": 20,
     "VECTOR_WEIGHT": 1.0,
     "TEXT_WEIGHT": 0.7,
-    # ts_rank normalisation flags (PostgreSQL docs, "Ranking Search Results"); 0: none (passages are short).
-    "TEXT_RANK_NORMALIZATION": 0,
+    # BM25 for the full-text side: k1 (term-frequency saturation), b (length normalisation), and how much an
+    # occurrence in a passage's title or heading counts against one in its text.
+    "BM25_K1": 1.2,
+    "BM25_B": 0.75,
+    "BM25_FIELD_WEIGHTS": {"title": 2.0, "heading": 1.0, "text": 1.0},
     # Full-text query words found in more than this share of passages are dropped; at most this many are used.
     "MAX_TERM_SHARE": 0.2,
     "MAX_QUERY_TERMS": 64,

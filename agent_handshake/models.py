@@ -169,6 +169,8 @@ class Passage(models.Model):
     # The dimension belongs to the embedding model in use (see EmbeddingIndex); its HNSW index is created for it.
     embedding = VectorField(null=True)
     search_vector = SearchVectorField(null=True)
+    #: How many lexeme occurrences ``search_vector`` holds (title, heading and text): BM25's document length.
+    length = models.PositiveIntegerField(null=True, editable=False)
 
     class Meta:
         verbose_name = _("passage")
@@ -200,6 +202,30 @@ class LexemeStat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lexeme}: {self.passages}"
+
+
+class Posting(models.Model):
+    """One full-text lexeme of one passage: how often it occurs in the passage's title, heading and text, and the
+    passage's length (all its lexeme occurrences, copied so scoring needs no join). The inverted index behind
+    BM25 (``retrieval/hybrid.py``): PostgreSQL's ``ts_rank`` has neither IDF nor BM25's length normalisation.
+    Written with the passage's full-text vector (``retrieval/index.py``) and deleted with the passage."""
+
+    passage = models.ForeignKey(Passage, on_delete=models.CASCADE, related_name="+", db_index=False)
+    lexeme = models.CharField(max_length=255)
+    in_title = models.PositiveSmallIntegerField(default=0)
+    in_heading = models.PositiveSmallIntegerField(default=0)
+    in_text = models.PositiveSmallIntegerField(default=0)
+    length = models.PositiveIntegerField()
+
+    class Meta:
+        verbose_name = _("posting")
+        verbose_name_plural = _("postings")
+        constraints = [
+            models.UniqueConstraint(fields=["passage", "lexeme"], name="agent_handshake_posting_passage_lexeme"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lexeme} in {self.passage_id}"
 
 
 class EmbeddingIndex(models.Model):

@@ -46,7 +46,12 @@ def grow_passages(target: int, rng: np.random.Generator) -> None:
 
     from agent_handshake.conf import app_settings
     from agent_handshake.models import Passage
-    from agent_handshake.retrieval.index import ensure_vector_index, refresh_lexeme_stats, vector_index_name
+    from agent_handshake.retrieval.index import (
+        ensure_vector_index,
+        refresh_lexeme_stats,
+        vector_index_name,
+        write_postings,
+    )
 
     count = Passage.objects.count()
     if count >= target:
@@ -81,11 +86,13 @@ def grow_passages(target: int, rng: np.random.Generator) -> None:
             ],
             batch_size=2000,
         )
-        Passage.objects.filter(pk__in=[p.pk for p in created]).update(
+        written = Passage.objects.filter(pk__in=[p.pk for p in created])
+        written.update(
             search_vector=SearchVector("title", weight="A", config=config)
             + SearchVector("heading", weight="B", config=config)
             + SearchVector("text", weight="C", config=config)
         )
+        write_postings(written)
         count += len(created)
         copy += 1
     started = time.perf_counter()
@@ -93,6 +100,7 @@ def grow_passages(target: int, rng: np.random.Generator) -> None:
     refresh_lexeme_stats()  # the copies' words count in the document frequencies, as after agent_reindex
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Passage._meta.db_table}")
+        cursor.execute("ANALYZE agent_handshake_posting")
     print(f"  {target:,} passages; HNSW index built in {time.perf_counter() - started:.0f}s", flush=True)
 
 

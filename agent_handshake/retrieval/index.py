@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from ..conf import app_settings
-from ..models import Document, EmbeddingIndex, LexemeStat, Passage
+from ..models import Document, EmbeddingIndex, LexemeStat, Passage, Posting
 from .chunking import Chunk, split_markdown
 from .embeddings import EmbeddingBackend, get_embedding_backend
 
@@ -73,7 +73,7 @@ def reset_index() -> None:
         EmbeddingIndex.objects.all().delete()
         with connection.cursor() as cursor:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # TRUNCATE refuses tables with pending FK checks
-            cursor.execute(f"TRUNCATE {Passage._meta.db_table}, {LexemeStat._meta.db_table}")
+            cursor.execute(f"TRUNCATE {Posting._meta.db_table}, {Passage._meta.db_table}, {LexemeStat._meta.db_table}")
         Document.objects.update(indexed_hash="")
 
 
@@ -101,6 +101,28 @@ def _count_lexemes(passages: QuerySet[Passage], sign: int) -> None:
             "WHERE p.search_vector IS NOT NULL GROUP BY lexeme ORDER BY lexeme "
             f"ON CONFLICT (lexeme) DO UPDATE SET passages = GREATEST({stats}.passages + EXCLUDED.passages, 0)",
             [sign, *params],
+        )
+
+
+def write_postings(passages: QuerySet[Passage]) -> None:
+    """The BM25 statistics of ``passages`` (their full-text vectors written): each passage's length, and per
+    lexeme a posting with its occurrences by field (weights A, B, C: title, heading, text)."""
+    ids = list(passages.values_list("pk", flat=True))
+    table = Passage._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET length = (SELECT coalesce(sum(array_length(x.positions, 1)), 0) "
+            "FROM unnest(search_vector) AS x) WHERE id = ANY(%s) AND search_vector IS NOT NULL",
+            [ids],
+        )
+        cursor.execute(
+            f"INSERT INTO {Posting._meta.db_table} (passage_id, lexeme, in_title, in_heading, in_text, length) "
+            "SELECT p.id, u.lexeme, "
+            "(SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'), "
+            "(SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'B'), "
+            "(SELECT count(*) FROM unnest(u.weights) AS w WHERE w NOT IN ('A', 'B')), p.length "
+            f"FROM {table} AS p, unnest(p.search_vector) AS u WHERE p.id = ANY(%s) AND p.search_vector IS NOT NULL",
+            [ids],
         )
 
 
@@ -230,6 +252,7 @@ def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBack
             + SearchVector("text", weight="C", config=config)
         )
         _count_lexemes(written, 1)
+        write_postings(written)
     return len(documents)
 
 
