@@ -242,6 +242,26 @@ def _check_setting_values() -> list[Error]:
         errors.append(
             _setting_error("MAX_TERM_SHARE", f"is {app_settings.MAX_TERM_SHARE!r}.", hint="A share: 0 < share <= 1.")
         )
+    if app_settings.BM25_K1 < 0 or not 0 <= app_settings.BM25_B <= 1:
+        errors.append(
+            _setting_error(
+                "BM25_K1" if app_settings.BM25_K1 < 0 else "BM25_B",
+                f"is {app_settings.BM25_K1 if app_settings.BM25_K1 < 0 else app_settings.BM25_B!r}.",
+                hint="BM25: k1 >= 0 (term-frequency saturation), 0 <= b <= 1 (length normalisation).",
+            )
+        )
+    field_weights = app_settings.BM25_FIELD_WEIGHTS
+    if set(field_weights) - {"title", "heading", "text"} or not all(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        for value in field_weights.values()
+    ):
+        errors.append(
+            _setting_error(
+                "BM25_FIELD_WEIGHTS",
+                f"is {field_weights!r}.",
+                hint='Keys "title", "heading" and "text"; values numbers >= 0 (an occurrence in the text weighs 1).',
+            )
+        )
     if app_settings.RELEVANCE_FLOOR is not None and not 0 <= app_settings.RELEVANCE_FLOOR < 1:
         errors.append(
             _setting_error(

@@ -96,7 +96,7 @@ DEFAULTS: dict[str, Any] = {
     # Tuned on SciFact's train judgments (bench/bench_retrieval_quality.py; figures in the README).
     "RRF_K": 20,
     "VECTOR_WEIGHT": 1.0,
-    "TEXT_WEIGHT": 0.7,
+    "TEXT_WEIGHT": 1.0,
     # BM25 for the full-text side: k1 (term-frequency saturation), b (length normalisation), and how much an
     # occurrence in a passage's title or heading counts against one in its text.
     "BM25_K1": 1.2,

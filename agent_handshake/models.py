@@ -223,6 +223,14 @@ class Posting(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["passage", "lexeme"], name="agent_handshake_posting_passage_lexeme"),
         ]
+        indexes = [
+            # A word's postings with their counts, read without touching the table (BM25 in retrieval/hybrid.py).
+            models.Index(
+                fields=["lexeme", "passage"],
+                include=["in_title", "in_heading", "in_text", "length"],
+                name="agent_posting_lexeme",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.lexeme} in {self.passage_id}"

@@ -276,7 +276,8 @@ def test_a_feed_listing_is_answered_below_the_floor(client, demo_content):
     """ "latest videos" asks for items; it is like no passage, and a listing is not a question to refuse."""
     hits = HybridRetriever().search_documents("latest videos", limit=5)
     assert max(hit.similarity for hit in hits if hit.similarity is not None) < HybridRetriever().relevance_floor
-    _, body = ask(client, "latest videos", context={"accept_types": ["application/feed"]})
+    feed = {"accept_types": ["application/feed"], "filters": {"sections": ["videos"]}}
+    _, body = ask(client, "latest videos", context=feed)
     items = body["response"]["payload"]["items"]
     assert items
     assert all(item["metadata"]["content_type"].startswith("media/video") for item in items), items

@@ -106,7 +106,7 @@ def test_every_peer_vector_request_gets_a_valid_response(client, demo):
 
 
 def test_a_question_gets_schema_org_results_with_grounding(client, demo):
-    response, body = ask(client, "What does the Dew of Yame Gyokuro cost?")
+    response, body = ask(client, "What does the Dew of Yame Gyokuro cost?", query={"itemType": "Product"})
     assert response.status_code == 200, body
     assert_valid(body)
     assert body["_meta"]["response_type"] == "answer"

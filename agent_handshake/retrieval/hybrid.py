@@ -249,11 +249,14 @@ class HybridRetriever:
         score_params = [*field_weights, k1 + 1, *field_weights, k1, b, b, self.average_length()]
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT p.passage_id, {score} FROM ({matched}) AS matched "
-                f"JOIN {Posting._meta.db_table} AS p ON p.passage_id = matched.id "
+                # Each query word's postings, read from the (lexeme, passage) index with their counts, joined to
+                # the candidate passages: a word's postings are contiguous, where probing every candidate for
+                # every word is a random lookup each (100,000 passages: 235 -> ms p50; README).
+                f"SELECT p.passage_id, {score} FROM {Posting._meta.db_table} AS p "
                 "JOIN unnest(%s::text[], %s::float8[]) AS q(lexeme, idf) ON q.lexeme = p.lexeme "
-                f"GROUP BY p.passage_id ORDER BY 2 DESC, p.passage_id LIMIT %s",
-                [*score_params, *candidate_params, [t.lexeme for t in terms], [t.idf for t in terms], limit],
+                f"WHERE p.passage_id IN ({matched}) "
+                "GROUP BY p.passage_id ORDER BY 2 DESC, p.passage_id LIMIT %s",
+                [*score_params, [t.lexeme for t in terms], [t.idf for t in terms], *candidate_params, limit],
             )
             return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
