@@ -99,8 +99,12 @@ def test_every_peer_vector_request_gets_a_valid_response(client, demo):
             assert answer["_meta"]["response_type"] == "failure"
             assert response.status_code == 401
             assert answer["error"]["code"] == "AUTHENTICATION_REQUIRED"
-        elif body["query"].get("max_cooking_time") or body["query"].get("itemType") == "Recipe":
+        elif body["query"].get("itemType") == "Recipe":  # a type this site has none of: an empty answer, warned
             assert answer["_meta"]["response_type"] == "answer"
+        elif body["query"].get("max_cooking_time"):
+            # An attribute we do not apply is ignored; "recipes with" is a bare topic, which the clarification
+            # rule may ask about when the best matches are spread over several kinds of content.
+            assert answer["_meta"]["response_type"] in ("answer", "elicitation")
         for header in RATE_HEADERS:
             assert header in response.headers
 

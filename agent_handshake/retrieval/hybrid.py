@@ -8,6 +8,7 @@ each list alone and fused, through this class.
 from __future__ import annotations
 
 import datetime
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -163,9 +164,7 @@ class HybridRetriever:
             frequencies = [(lexeme, count) for lexeme, count in cursor.fetchall() if count > 0]
             if not frequencies:
                 return []
-            cursor.execute("SELECT greatest(reltuples::bigint, 1) FROM pg_class WHERE oid = %s::regclass",
-                           [Passage._meta.db_table])  # fmt: skip
-            total = max(cursor.fetchone()[0], max(count for _, count in frequencies))
+        total = max(self.collection()[0], max(count for _, count in frequencies))
         weighted = sorted(
             (QueryTerm(word, n, math.log(1 + (total - n + 0.5) / (n + 0.5))) for word, n in frequencies),
             key=lambda term: (-term.idf, term.lexeme),
@@ -260,16 +259,25 @@ class HybridRetriever:
             )
             return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
+    def average_length(self) -> float:
+        return self.collection()[1]
+
     @staticmethod
-    def average_length() -> float:
-        """The passages' average length (BM25's ``avgdl``), computed once per content state and process."""
+    def collection() -> tuple[int, float]:
+        """The number of passages (BM25's N) and their average length (``avgdl``), counted once per content state
+        and process: exact, so a ranking does not move with the planner's row estimate."""
 
         def compute() -> bytes:
             with connection.cursor() as cursor:
-                cursor.execute(f"SELECT avg(length) FROM {Passage._meta.db_table} WHERE length IS NOT NULL")
-                return str(float(cursor.fetchone()[0] or 1.0)).encode()
+                cursor.execute(
+                    f"SELECT count(*), coalesce(avg(length), 1) FROM {Passage._meta.db_table} "
+                    "WHERE search_vector IS NOT NULL"
+                )
+                count, average = cursor.fetchone()
+                return json.dumps([max(int(count), 1), float(average)]).encode()
 
-        return float(state.cached_body(f"agent_handshake:avgdl:{state.snapshot().token}", compute))
+        count, average = json.loads(state.cached_body(f"agent_handshake:bm25:{state.snapshot().token}", compute))
+        return int(count), float(average)
 
     def holds_every_word(self, query: str, passage_ids: Sequence[int]) -> bool:
         """Whether one of these passages holds every word of ``query`` (PostgreSQL's ``plainto_tsquery``: all of
