@@ -87,6 +87,11 @@ def main() -> None:
     parser.add_argument("--max-queries", type=int, default=0, help="evaluate only the first N judged queries")
     parser.add_argument("--database", default="agent_handshake_beir")
     parser.add_argument("--keep", action="store_true", help="reuse the indexed database of an earlier run")
+    parser.add_argument(
+        "--fusion-study",
+        action="store_true",
+        help="also compare fusions (RRF, min-max score combinations) and document aggregations (max, sum of top k)",
+    )
     parser.add_argument("--text-weight", type=float, help="override TEXT_WEIGHT (fusion)")
     parser.add_argument("--vector-weight", type=float, help="override VECTOR_WEIGHT (fusion)")
     parser.add_argument("--rrf-k", type=int, help="override RRF_K")
@@ -195,6 +200,71 @@ def main() -> None:
         rows,
     )
     print(f"Relevance floor {floor}: {under_floor} of {len(queries):,} judged queries fall under it.")
+    if args.fusion_study:
+        fusion_study(retriever, filters, queries, qrels, url_to_doc)
+
+
+def fusion_study(retriever, filters, queries: list[dict], qrels: dict, url_to_doc: dict) -> None:
+    """nDCG@10 of other ways to fuse the same two candidate lists and to score a document from its passages.
+
+    Fusions of a passage's two scores: weighted reciprocal rank fusion as the retriever does it, and ``alpha`` *
+    vector + (1 - alpha) * text after min-max normalising each side over its candidates (a side that did not find
+    the passage counts 0). A document's score: its best passage's (as the retriever does), or the sum of its best
+    two or three."""
+    from agent_handshake.conf import app_settings
+    from agent_handshake.models import Passage
+
+    passage_doc = {pk: url_to_doc[url] for pk, url in Passage.objects.values_list("pk", "document__url")}
+    depth = max(retriever.candidates, 400)  # what search_documents(limit=100) gathers per side
+    fusions = ["RRF", "min-max a=0.3", "min-max a=0.5", "min-max a=0.7"]
+    aggregations = {"max": 1, "sum of top 2": 2, "sum of top 3": 3}
+    totals = {(fusion, aggregation): 0.0 for fusion in fusions for aggregation in aggregations}
+
+    def normalised(scores: dict[int, float]) -> dict[int, float]:
+        if not scores:
+            return {}
+        low, high = min(scores.values()), max(scores.values())
+        return {pid: (value - low) / (high - low) if high > low else 1.0 for pid, value in scores.items()}
+
+    for query in queries:
+        vector = retriever.backend.embed_query(query["text"])
+        nearest = dict(retriever.vector_candidates(vector, filters, depth))
+        terms = retriever.query_terms(query["text"])
+        text: dict[int, float] = {}
+        if terms:
+            chosen = retriever.matching_terms(terms, app_settings.MAX_RANKED_ROWS)
+            text = dict(retriever.bm25(terms, [chosen], filters, depth))
+            if len(text) < depth and len(chosen) < len(terms):
+                text = dict(retriever.bm25(terms, [chosen, terms], filters, depth))
+        vector_rank = {pid: rank for rank, pid in enumerate(sorted(nearest, key=lambda p: -nearest[p]), start=1)}
+        text_rank = {pid: rank for rank, pid in enumerate(sorted(text, key=lambda p: -text[p]), start=1)}
+        vector_norm, text_norm = normalised(nearest), normalised(text)
+        candidates = set(nearest) | set(text)
+        for fusion in fusions:
+            if fusion == "RRF":
+                fused = {
+                    pid: (retriever.vector_weight / (retriever.rrf_k + vector_rank[pid]) if pid in vector_rank else 0)
+                    + (retriever.text_weight / (retriever.rrf_k + text_rank[pid]) if pid in text_rank else 0)
+                    for pid in candidates
+                }
+            else:
+                alpha = float(fusion.split("=")[1])
+                fused = {
+                    pid: alpha * vector_norm.get(pid, 0.0) + (1 - alpha) * text_norm.get(pid, 0.0) for pid in candidates
+                }
+            by_doc: dict[str, list[float]] = {}
+            for pid, value in fused.items():
+                by_doc.setdefault(passage_doc[pid], []).append(value)
+            for aggregation, top in aggregations.items():
+                scores = {doc: sum(sorted(values, reverse=True)[:top]) for doc, values in by_doc.items()}
+                ranked = [doc for doc in sorted(scores, key=lambda d: -scores[d]) if doc != query["_id"]]
+                totals[(fusion, aggregation)] += ndcg_at(ranked, qrels[query["_id"]], 10)
+    count = len(queries) or 1
+    print_table(
+        "Fusion and document aggregation (nDCG@10, the same candidates)",
+        ["fusion", *aggregations],
+        [[fusion, *(f"{totals[(fusion, a)] / count:.3f}" for a in aggregations)] for fusion in fusions],
+    )
 
 
 if __name__ == "__main__":
