@@ -119,6 +119,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_IDLE_SECONDS": 600,
     # MCP resources/read of llms-full.txt: over this many characters the agent is told to read page by page.
     "MCP_MAX_RESOURCE_CHARS": 2_000_000,
+    # Browser origins allowed to call /mcp ("https://app.example.com"), besides BASE_URL's and ALLOWED_HOSTS' (a
+    # "*" there counts for nothing): an Origin header naming anything else is refused with 403 (DNS rebinding).
+    "MCP_ALLOWED_ORIGINS": [],
     # The browsable API reference (Swagger UI, served from drf-spectacular-sidecar) at /agent/api-docs/.
     # None: on when DEBUG is; True or False to say so in production.
     "API_DOCS": None,

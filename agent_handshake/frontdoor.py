@@ -133,8 +133,11 @@ class FrontDoorView(APIView, abc.ABC):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = PinnedNegotiation
     versioning_class = None
-    #: drf-spectacular's inspector, whatever the site's DEFAULT_SCHEMA_CLASS (it describes us in /openapi.json).
-    schema = AutoSchema()
+    #: None: a site's own schema generation (DRF's or drf-spectacular's) leaves our views out, since their components
+    #: live in our /openapi.json, which documents them with :attr:`openapi_inspector`.
+    schema = None
+    #: drf-spectacular's inspector for /openapi.json, whatever the site's DEFAULT_SCHEMA_CLASS.
+    openapi_inspector: type[AutoSchema] = AutoSchema
     #: True to authenticate and count in the handler, after the body is read (AHP: credentials may be in it).
     lazy_authentication = False
 

@@ -91,7 +91,8 @@ class AgentDocumentView(APIView, abc.ABC):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = PinnedNegotiation
     versioning_class = None
-    schema = AutoSchema()
+    schema = None  # out of the site's own schema; /openapi.json documents us (see FrontDoorView)
+    openapi_inspector: type[AutoSchema] = AutoSchema
     kind = ""
     content_type = "text/plain; charset=utf-8"
     #: Build the body once per state and keep it in the cache (False for streamed documents).

@@ -371,6 +371,7 @@ def mcp_cases() -> st.SearchStrategy[Case]:
             "MCP-Protocol-Version": st.sampled_from(["2025-06-18", "2026-07-28", "bogus"]),
             "Mcp-Method": st.sampled_from(["tools/call", "x"]),
             "Origin": st.sampled_from(["http://testserver", "http://evil.example", "null"]),
+            "Mcp-Name": st.sampled_from(["content_search", "=?base64?Y29udGVudF9zZWFyY2g=?=", "=?base64?!?="]),
         },
     )
     encoded = st.one_of(

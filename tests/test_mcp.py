@@ -4,6 +4,7 @@ JSON-RPC's shape. tests/test_mcp_live.py runs the official ``mcp`` client agains
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -95,6 +96,34 @@ def test_a_batch_gets_one_answer_per_request(client):
     assert answers["b"]["error"]["code"] == -32601
 
 
+def test_a_batch_has_the_requests_credentials_and_idempotency_key(client, demo_content):
+    """A batch is one HTTP request: keys per message (_meta.auth) and one Idempotency-Key over several calls are
+    refused as a whole, with nothing run."""
+    secret = key()
+    booking = tasting_booking()
+    tool_call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "book_appointment", "arguments": booking}}
+    with_meta = {**tool_call, "params": {**tool_call["params"], "_meta": {"auth": f"Bearer {secret}"}}}
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {**with_meta, "id": 2}]
+    response = client.post("/mcp", json.dumps(batch), content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+    assert "_meta.auth" in response.json()["error"]["message"]
+    two = [{**tool_call, "id": 1}, {**tool_call, "id": 2}]
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {secret}", "HTTP_IDEMPOTENCY_KEY": "batch-1"}
+    response = client.post("/mcp", json.dumps(two), content_type="application/json", **headers)
+    assert response.status_code == 400
+    assert "Idempotency-Key" in response.json()["error"]["message"]
+    assert not Appointment.objects.exists()
+    # One call with the key, in a batch, is fine; the header credentials cover the whole batch.
+    ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+    response = client.post("/mcp", json.dumps([two[0], ping]), content_type="application/json", **headers)
+    assert response.status_code == 200
+    answers = {answer["id"]: answer for answer in response.json()}
+    assert answers[1]["result"]["isError"] is False, answers
+    assert answers[3]["result"] == {}
+    assert Appointment.objects.count() == 1
+
+
 def test_2026_07_28_discover_and_the_per_request_envelope(client):
     headers = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "server/discover"}
     response, body = rpc(client, "server/discover", {"_meta": MODERN_META}, **headers)
@@ -148,6 +177,33 @@ def test_2026_07_28_refusals_have_the_statuses_that_revision_gives(client):
     response, body = rpc(client, "no/such", {"_meta": MODERN_META})
     assert response.status_code == 404
     assert body["error"]["code"] == -32601
+    # The 2026-07-28 header on a request whose body does not say it: the envelope is missing.
+    response, body = rpc(client, "tools/list", version="2026-07-28")
+    assert response.status_code == 400
+    assert body["error"]["code"] == -32602
+    assert "params._meta lacks" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "matches"),
+    [
+        ("content_search", True),
+        ("=?base64?" + base64.b64encode(b"content_search").decode() + "?=", True),  # a client may wrap any value
+        ("=?base64?" + base64.b64encode(b"check_inventory").decode() + "?=", False),
+        ("=?base64?Y29udGVudF9zZWFyY2g?=", False),  # not canonical base64 (padding missing)
+        ("=?base64?!!!!?=", False),
+    ],
+)
+def test_2026_07_28_mcp_name_is_compared_after_unwrapping_base64(client, demo_content, name, matches):
+    headers = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/call", "HTTP_MCP_NAME": name}
+    params = {"name": "content_search", "arguments": {"query": "sencha"}, "_meta": MODERN_META}
+    response, body = rpc(client, "tools/call", params, **headers)
+    if matches:
+        assert response.status_code == 200
+        assert body["result"]["isError"] is False
+    else:
+        assert response.status_code == 400
+        assert body["error"]["code"] == -32020
 
 
 def test_an_unsupported_protocol_version_header_is_a_400(client):
@@ -198,6 +254,23 @@ def test_origin_must_be_one_of_the_sites_hosts(client):
     response, body = rpc(client, "ping", HTTP_ORIGIN="http://agents.example:8000")
     assert response.status_code == 200
     assert body["result"] == {}
+
+
+def test_origin_check_holds_when_allowed_hosts_is_a_wildcard(client):
+    """ALLOWED_HOSTS = ["*"] lets any Host through, so a DNS-rebinding page would pass a Host-based check: the
+    Origin must then be BASE_URL's or one of MCP_ALLOWED_ORIGINS."""
+    with override_settings(ALLOWED_HOSTS=["*"]):
+        response, _ = rpc(client, "ping", HTTP_ORIGIN="http://attacker.example", HTTP_HOST="attacker.example")
+        assert response.status_code == 403
+        response, _ = rpc(client, "ping")  # no Origin: not a browser
+        assert response.status_code == 200
+    app = {"BASE_URL": "https://shop.example", "MCP_ALLOWED_ORIGINS": ["https://console.example:8443"]}
+    with override_settings(ALLOWED_HOSTS=["*"], AGENT_HANDSHAKE=app):
+        for origin, status in [("https://shop.example", 200), ("https://SHOP.example:443", 200),
+                               ("http://shop.example", 403), ("https://console.example:8443", 200),
+                               ("https://console.example", 403), ("https://attacker.example", 403)]:  # fmt: skip
+            response, _ = rpc(client, "ping", HTTP_ORIGIN=origin)
+            assert response.status_code == status, origin
 
 
 # --- tools ------------------------------------------------------------------------------------------------------
@@ -297,11 +370,17 @@ def test_a_protected_tool_says_how_to_authenticate_and_takes_ahps_credentials(cl
     assert again == body
     assert response["Idempotent-Replayed"] == "true"
     assert Appointment.objects.count() == 1
-    # params._meta.auth (Appendix D.5), with or without "Bearer ".
+    # params._meta.auth (Appendix D.5), with or without "Bearer ": the call reaches the capability.
+    lookup = {"query": "status", "order_number": "LK-99999", "email": "nobody@example.com"}
     for token in (secret, f"Bearer {secret}"):
-        params = {"name": "order_status", "arguments": {"query": "status"}, "_meta": {"auth": token}}
+        params = {"name": "order_status", "arguments": lookup, "_meta": {"auth": token}}
         _, body = rpc(client, "tools/call", params)
-        assert body["result"]["_meta"]["code"] != "auth_required"
+        assert body["result"]["_meta"]["code"] == "invalid_request"  # the capability's own refusal: it ran
+        assert "No order matches" in body["result"]["content"][0]["text"]
+    _, body = rpc(client, "tools/call", {"name": "order_status", "arguments": {"query": "status"},
+                                         "_meta": {"auth": secret}})  # fmt: skip
+    assert body["result"]["_meta"]["code"] == "missing_field"
+    assert body["result"]["_meta"]["missing"] == ["order_number", "email"]
     # A key without the scope is refused; a wrong key is a 401.
     narrow = key(scopes=["reports"], name="Narrow agent")
     _, body = call(client, "order_status", {"query": "order 1"}, HTTP_X_AHP_KEY=narrow)

@@ -94,10 +94,13 @@ def test_the_official_client_with_a_key_runs_a_protected_tool(site):
             httpx2.AsyncClient(headers=headers, timeout=30) as http,
             Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy") as client,
         ):
-            return await client.call_tool("order_status", {"query": "Where is order LK-1001?"})
+            lookup = {"query": "Where is my order?", "order_number": "LK-99999", "email": "nobody@example.com"}
+            return await client.call_tool("order_status", lookup)
 
     result = anyio.run(run)
-    assert "auth_required" not in json.dumps(result.meta or {})
+    # Past the credentials and the scope: the capability itself looked the order up and found none.
+    assert result.is_error is True
+    assert "No order matches" in result.content[0].text
     assert "requires authentication" not in result.content[0].text
 
 
@@ -124,12 +127,13 @@ def test_appendix_d_client_plain_json_rpc_without_accept_or_session(site):
     assert post({"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
     listed = post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).json()["result"]["tools"]
     assert "check_inventory" in [tool["name"] for tool in listed]
+    lookup = {"query": "order LK-99999", "order_number": "LK-99999", "email": "nobody@example.com"}
     called = post({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                   "params": {"name": "order_status", "arguments": {"query": "order LK-1001"},
+                   "params": {"name": "order_status", "arguments": lookup,
                               "_meta": {"auth": f"Bearer {secret}"}}}).json()  # fmt: skip
     assert called["id"] == 3
     assert called["result"]["content"][0]["type"] == "text"
     assert "structuredContent" not in called["result"]
-    assert called["result"].get("_meta", {}).get("code") != "auth_required"
+    assert "No order matches" in called["result"]["content"][0]["text"]  # it ran: the key was read from _meta
     # (with the key: the anonymous requests of this module's sessions have used up the address's 30 a minute)
     assert httpx.get(f"{url}/mcp", headers={"Authorization": f"Bearer {secret}"}).status_code == 405

@@ -569,3 +569,14 @@ def test_demo_key_only_in_debug_and_as_the_readme_shows(client, settings, shop):
     demo_default = keys.derive_secret(KEY_ID, SALT, secret_key="demo-only-not-secret-3b9f1c2e7a")
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert f"KEY={demo_default}" in readme
+
+
+def test_missing_fields_are_named_once_each_in_the_schemas_order():
+    """jsonschema reports each missing required name as an error carrying the whole list: each is named once."""
+    from agent_handshake.concierge.invocation import check_input
+    from agent_handshake.registry import capability_registry
+
+    problem = check_input(capability_registry.get("order_status"), {})
+    assert problem.missing == ["order_number", "email"]
+    problem = check_input(capability_registry.get("order_status"), {"email": "a@example.com"})
+    assert problem.missing == ["order_number"]

@@ -5,6 +5,7 @@ drf-spectacular-sidecar only when enabled. tests/test_openapi_fuzz.py runs schem
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -153,6 +154,16 @@ def test_a_mode3_operation_takes_its_input_at_the_top_level_and_returns_its_outp
     response, error = post(client, "/capabilities/check_inventory", {"query": "stock", "colour": "green"})
     assert response.status_code == 400
     assert error["fields"] == ["colour"]
+    body = {"query": "stock", "product": "LK-TEA-0001", "context": {"input": "LK-TEA-0001"}}
+    response, error = post(client, "/capabilities/check_inventory", body)
+    assert response.status_code == 400
+    assert error["fields"] == ["context.input"]
+    # The body's auth is AHP's "Bearer <key>" (documented in the operation's request body); anything else is a 400.
+    assert "auth" in document["paths"]["/capabilities/check_inventory"]["post"]["requestBody"]["content"][
+        "application/json"]["schema"]["properties"]  # fmt: skip
+    response, error = post(client, "/capabilities/check_inventory", {"query": "stock", "auth": 5})
+    assert response.status_code == 400
+    assert error["fields"] == ["auth"]
     response, error = post(client, "/capabilities/no_such_thing", {"query": "x"})
     assert response.status_code == 404
     assert error["code"] == "unknown_capability"
@@ -214,3 +225,29 @@ def test_the_api_reference_is_off_unless_enabled_and_needs_no_cdn(client):
             assert b"".join(asset.streaming_content)
         assert client.get("/agent/api-docs/..%2Fsettings.py").status_code == 404
         assert client.get("/agent/api-docs/oauth2-redirect.html").status_code == 404
+
+
+HOST_URLS = "tests.host_schema_urls"
+
+
+@pytest.mark.parametrize("generator", ["drf-spectacular", "drf"])
+def test_a_sites_own_schema_generation_leaves_our_views_out_and_ours_still_has_them(client, demo_content, generator):
+    """A site that generates its own schema, with drf-spectacular's ``spectacular`` command or DRF's
+    ``generateschema``, over a URL configuration that includes ours: it gets its own API without our endpoints
+    (their components are ours, in /openapi.json) and neither generator fails on our views."""
+    from django.core.management import call_command
+    from drf_spectacular.management.commands import spectacular  # a site lists these apps; our tests need not
+    from rest_framework.management.commands import generateschema
+
+    out = io.StringIO()
+    if generator == "drf-spectacular":
+        with override_settings(REST_FRAMEWORK={"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}):
+            call_command(spectacular.Command(), "--urlconf", HOST_URLS, "--format", "openapi-json", "--fail-on-warn",
+                         stdout=out)  # fmt: skip
+    else:
+        call_command(generateschema.Command(), "--urlconf", HOST_URLS, "--format", "openapi-json", stdout=out)
+    paths = json.loads(out.getvalue())["paths"]
+    assert set(paths) == {"/site-api/notes/"}
+    document = client.get("/openapi.json").json()
+    assert "/agent/converse" in document["paths"]
+    assert "/capabilities/check_inventory" in document["paths"]

@@ -427,6 +427,11 @@ def test_no_generated_nlweb_request_gets_a_5xx(robust, case):
                            b'{"name": "check_inventory", "arguments": {"query": "tea\\u0000"}}}'))  # fmt: skip
 @example(case=fuzzing.Case("POST", "/capabilities/check_inventory", {}, b'{"query": "x", "context": 5}'))
 @example(case=fuzzing.Case("POST", "/capabilities/%00", {}, b'{"query": "x"}'))
+@example(case=fuzzing.Case("POST", "/capabilities/check_inventory", {},
+                           b'{"query": "x", "product": "LK", "context": {"input": "notdict"}}'))  # fmt: skip
+@example(case=fuzzing.Case("POST", "/capabilities/check_inventory", {}, b'{"query": "x", "auth": 5}'))
+@example(case=fuzzing.Case("POST", "/mcp", {"Mcp-Name": "=?base64?%%%?=", "MCP-Protocol-Version": "2026-07-28"},
+                           b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'))  # fmt: skip
 def test_no_generated_mcp_or_capability_request_gets_a_5xx(robust, case):
     check(case, robust)
 

@@ -33,7 +33,7 @@ def input_fields(capability: Capability) -> list[str]:
     """The MODE3 input fields a capability operation takes at the top level of its body."""
     if not capability.action_type or not capability.input_schema:
         return []
-    return [name for name in (capability.input_schema.get("properties") or {}) if name not in COMMON]
+    return [name for name in (capability.input_schema.get("properties") or {}) if name not in (*COMMON, "auth")]
 
 
 class CapabilityView(ConverseView):
@@ -41,7 +41,7 @@ class CapabilityView(ConverseView):
     #: Set per operation when ``/openapi.json`` is generated (one operation per capability; see
     #: :mod:`agent_handshake.openapi`); None when serving.
     documented_capability: Capability | None = None
-    schema = CapabilityOperation()
+    openapi_inspector = CapabilityOperation
 
     def post(self, request: Request, **kwargs: Any) -> HttpResponseBase:
         """ConverseView's work, under this view's own OpenAPI description (one operation per capability)."""
@@ -73,7 +73,10 @@ class CapabilityView(ConverseView):
             context = body.get("context")
             if context is not None and not isinstance(context, dict):
                 raise RequestError("invalid_request", "context must be an object.", fields=["context"])
-            body["context"] = {**(context or {}), "input": {**((context or {}).get("input") or {}), **given}}
+            stated = (context or {}).get("input")
+            if stated is not None and not isinstance(stated, dict):
+                raise RequestError("invalid_request", "context.input must be an object.", fields=["context.input"])
+            body["context"] = {**(context or {}), "input": {**(stated or {}), **given}}
         if "auth" in data:
             body["auth"] = data["auth"]
         context = body.get("context")

@@ -148,6 +148,10 @@ def capability_request(capability: Capability) -> dict[str, Any]:
             "description": "Your answer to a clarification question.",
         },
         "context": REQUEST_SCHEMA["properties"]["context"],
+        "auth": {
+            **REQUEST_SCHEMA["properties"]["auth"],
+            "description": "Optional: `Bearer <API key>`, for clients that cannot set headers (headers come first).",
+        },
     }
     for name in input_fields(capability):
         properties[name] = copy.deepcopy(capability.input_schema["properties"][name])
@@ -175,6 +179,8 @@ class CapabilityOperation(AutoSchema):
         return self.view.documented_capability
 
     def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        if self.view.documented_capability is None:  # the path's {name} pattern, not one capability: no operation
+            return None
         operation = super().get_operation(*args, **kwargs)
         if operation is not None and "requestBody" in operation:
             operation["requestBody"]["required"] = True

@@ -33,6 +33,8 @@ REQUEST_SCHEMA: dict[str, Any] = {
         "query": {"type": "string", "minLength": 1, "maxLength": 4096},
         "session_id": {"type": ["string", "null"], "maxLength": 128},
         "clarification": {"type": ["string", "null"], "maxLength": 1024},
+        # The integrations appendix's body-borne credential (headers take precedence): "Bearer <key>".
+        "auth": {"type": "string", "maxLength": 512, "pattern": "^[Bb][Ee][Aa][Rr][Ee][Rr] "},
         "context": {
             "type": "object",
             "properties": {

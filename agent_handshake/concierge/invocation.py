@@ -178,8 +178,10 @@ def check_input(capability: Capability, data: dict[str, Any]) -> InputProblem | 
         if error.validator == "required" and isinstance(error.instance, dict):
             prefix = ".".join(str(part) for part in error.absolute_path)
             for name in error.validator_value:
-                if name not in error.instance:
-                    missing.append(f"{prefix}.{name}" if prefix else name)
+                path = f"{prefix}.{name}" if prefix else name
+                # jsonschema reports each missing name as its own error, each carrying the whole list.
+                if name not in error.instance and path not in missing:
+                    missing.append(path)
         else:
             path = ".".join(str(part) for part in error.absolute_path) or "(input)"
             invalid.setdefault(path, error.message)

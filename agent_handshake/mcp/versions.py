@@ -13,6 +13,9 @@ Two eras:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +34,24 @@ CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 #: The body parameter each name-bearing method's ``Mcp-Name`` header mirrors (2026-07-28).
 NAMED_PARAMS = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+#: A header value a client could not send as it is (non-ASCII, edge whitespace) travels as ``=?base64?<b64>?=``.
+WRAPPED = re.compile(r"=\?base64\?(?P<payload>[A-Za-z0-9+/=]*)\?=")
+
+
+def header_value(sent: str) -> str | None:
+    """A mirrored header's value, unwrapped when base64-wrapped; None for a wrapping that is not canonical base64
+    of UTF-8 (so it matches nothing)."""
+    wrapped = WRAPPED.fullmatch(sent)
+    if wrapped is None:
+        return sent
+    payload = wrapped["payload"]
+    try:
+        raw = base64.b64decode(payload, validate=True)
+        if base64.b64encode(raw).decode("ascii") != payload:
+            return None
+        return raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -72,13 +93,15 @@ def revision_of(message: Message, headers: Mapping[str, str]) -> Revision:
             mirrored["Mcp-Name"] = message.params.get(NAMED_PARAMS[message.method])
         for name, expected in mirrored.items():
             sent = headers.get(name)
-            if sent is not None and sent != expected:
+            if sent is not None and header_value(sent) != expected:
                 raise RpcError(HEADER_MISMATCH, f"The {name} header ({sent!r}) does not match the body ({expected!r}).")
         if not isinstance(version, str):
             raise RpcError(INVALID_PARAMS, f"params._meta[{PROTOCOL_VERSION_META!r}] must be a string.")
         if version not in VERSIONS:
             raise unsupported(version)
         return Revision(version)
+    if header in MODERN_VERSIONS:  # that revision's requests say it in the body too
+        raise RpcError(INVALID_PARAMS, f"params._meta lacks {PROTOCOL_VERSION_META}, {CLIENT_CAPABILITIES_META}.")
     if message.method == "initialize":
         return Revision(negotiate(message.params.get("protocolVersion")))
     if header is None:

@@ -4,9 +4,11 @@ A :class:`~agent_handshake.frontdoor.FrontDoorView`, so the body cap, the creden
 authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the rate limits and the
 ``X-RateLimit-*`` headers are AHP's. On top of them:
 
-- an ``Origin`` header must name one of ``ALLOWED_HOSTS`` (DNS rebinding), else 403;
+- an ``Origin`` header must be ``BASE_URL``'s origin, one of ``MCP_ALLOWED_ORIGINS`` or name a host of
+  ``ALLOWED_HOSTS`` other than ``"*"`` (DNS rebinding), else 403;
 - a request gets a JSON-RPC response (a batch, a JSON array of them, each request in it counted against the rate
-  limits as one request); notifications and responses get 202;
+  limits as one request); notifications and responses get 202. A batch has the HTTP request's credentials and
+  ``Idempotency-Key``: one carrying ``params._meta.auth``, or a key with more than one ``tools/call``, is refused;
   ``GET`` is 405: we offer no server-to-client stream. No ``Accept`` header is needed (AHP's 2024-11-05 client
   sends none), and no session: no ``Mcp-Session-Id`` is issued or checked;
 - a JSON-RPC error's HTTP status is 400 for a body that is not JSON-RPC (and, on 2026-07-28, the statuses that
@@ -51,14 +53,35 @@ def challenge(request: HttpRequest) -> str:
     return f'Bearer realm="agent_handshake", resource_metadata="{metadata}"'
 
 
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]``, lower-cased, with the scheme's default port left out."""
+    parts = urlsplit(url.strip().lower())
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    try:
+        port = parts.port
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}" + (f":{port}" if port and port != default else "") if host else ""
+
+
 def origin_allowed(origin: str) -> bool:
-    domain, _ = split_domain_port(urlsplit(origin).netloc)
-    if not domain:
+    """Whether a browser page at ``origin`` may call ``/mcp``: ``MCP_ALLOWED_ORIGINS``, ``BASE_URL``'s origin, or
+    a host ``ALLOWED_HOSTS`` names. A ``"*"`` in ``ALLOWED_HOSTS`` allows no origin: a DNS-rebinding page's
+    Origin and Host both name the attacker's domain, so "any host" would let it through."""
+    normalised = origin_of(origin)
+    if not normalised:
         return False  # "null" and other opaque origins
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
+    explicit = [*app_settings.MCP_ALLOWED_ORIGINS, *([app_settings.BASE_URL] if app_settings.BASE_URL else [])]
+    if normalised in {origin_of(url) for url in explicit}:
+        return True
+    domain, _ = split_domain_port(urlsplit(normalised).netloc)
+    allowed = [host for host in settings.ALLOWED_HOSTS if host != "*"]
+    if settings.DEBUG and not settings.ALLOWED_HOSTS:
         allowed = [".localhost", "127.0.0.1", "[::1]"]  # what Django itself allows then
-    return validate_host(domain, allowed)
+    return bool(domain) and validate_host(domain, allowed)
 
 
 class MCPParser(AgentJSONParser):
@@ -74,6 +97,18 @@ class MetaAuthentication(BodyCredentialsAuthentication):
         params = data.get("params") if isinstance(data, dict) else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         return meta.get("auth") if isinstance(meta, dict) else None
+
+
+def batch_refusal(batch: list[Any], headers: Any) -> str | None:
+    """Why a batch is refused as a whole, or None. A batch is one HTTP request, so it has one set of credentials
+    and one ``Idempotency-Key``: credentials per message (``_meta.auth``) and one key over several calls would be
+    ambiguous, so the client is told to send those messages on their own."""
+    if any(MetaAuthentication().credentials_in(item) is not None for item in batch):
+        return "Invalid Request: params._meta.auth is not read in a batch; send the key in the Authorization header."
+    calls = sum(isinstance(item, dict) and item.get("method") == "tools/call" and "id" in item for item in batch)
+    if headers.get("Idempotency-Key") and calls > 1:
+        return "Invalid Request: an Idempotency-Key names one tools/call; send each call in a request of its own."
+    return None
 
 
 class MCPView(FrontDoorView):
@@ -105,6 +140,8 @@ class MCPView(FrontDoorView):
             if not data or len(data) > jsonrpc.MAX_BATCH:
                 message = f"Invalid Request: a batch holds 1 to {jsonrpc.MAX_BATCH} messages."
                 return Response(jsonrpc.error(None, INVALID_REQUEST, message), status=400)
+            if refusal := batch_refusal(data, request.headers):
+                return Response(jsonrpc.error(None, INVALID_REQUEST, refusal), status=400)
             # Each request in a batch counts as one request (the first was counted with the HTTP request).
             for _ in range(sum(isinstance(item, dict) and "id" in item and "method" in item for item in data) - 1):
                 self.count(request, again=True)

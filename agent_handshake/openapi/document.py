@@ -5,15 +5,26 @@ app's own views, and replaces ``/capabilities/{name}`` with one ``POST /capabili
 manifest lists, each described by :class:`~agent_handshake.ahp.openapi.CapabilityOperation`. ``info`` comes from
 the site profile and ``servers[0]`` from the request (:mod:`.views` keeps a built document per content state and
 base URL, as the manifest is kept).
+
+Our views set ``schema = None``, which DRF's and drf-spectacular's generators read as "leave this view out": a
+site that generates its own schema does not get our operations without their components (or DRF's own inspector
+choking on drf-spectacular's). :class:`Generator` enumerates our views regardless and documents each with its
+``openapi_inspector``.
+
+drf-spectacular's settings are one global object; :func:`build` patches it with :func:`settings_for` for the
+length of one generation and restores it after, which is what drf-spectacular's own ``SpectacularAPIView`` does
+with ``custom_settings``. Our builds are serialised by a lock and happen once per content state and base URL; a
+schema the site generates in that same instant, in another thread, would see our settings.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import Any
 
-from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.generators import EndpointEnumerator, SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
 
 from .. import state
@@ -32,12 +43,40 @@ COMPONENTS = {**ahp_openapi.COMPONENTS, **nlweb_openapi.COMPONENTS, **mcp_openap
 UNDOCUMENTED = ("agent_handshake.openapi.",)
 
 
+def ours(callback: Any) -> bool:
+    """Whether a URL pattern's view is one of the app's documented protocol endpoints."""
+    module = getattr(getattr(callback, "cls", None), "__module__", "")
+    return module.startswith("agent_handshake.") and not module.startswith(UNDOCUMENTED)
+
+
+class Endpoints(EndpointEnumerator):
+    """The app's API views, although they set ``schema = None`` (see the module docstring)."""
+
+    def should_include_endpoint(self, path: str, callback: Any) -> bool:
+        return ours(callback) and hasattr(callback.cls, "openapi_inspector")
+
+
+@functools.cache
+def documented(view_class: type) -> type:
+    """``view_class`` with its OpenAPI inspector as its schema, for :class:`Generator` only."""
+    attributes = {"schema": view_class.openapi_inspector(), "__module__": view_class.__module__}
+    return type(view_class.__name__, (view_class,), {**attributes, "__qualname__": view_class.__qualname__})
+
+
+class Generator(SchemaGenerator):
+    endpoint_inspector_cls = Endpoints
+
+    def create_view(self, callback: Any, method: str, request: Any = None) -> Any:
+        if callback.cls.schema is None:
+            callback = documented(callback.cls).as_view(**getattr(callback, "initkwargs", {}))
+        return super().create_view(callback, method, request)
+
+
 def our_endpoints(endpoints: list[tuple[str, str, str, Any]]) -> list[tuple[str, str, str, Any]]:
     """A drf-spectacular preprocessing hook: the app's endpoints, with one operation per capability."""
     kept = []
     for path, path_regex, method, callback in endpoints:
-        module = getattr(callback.cls, "__module__", "")
-        if not module.startswith("agent_handshake.") or module.startswith(UNDOCUMENTED) or method == "OPTIONS":
+        if not ours(callback) or method == "OPTIONS":
             continue
         if callback.cls is RobotsTxtView and not RobotsTxtView().enabled():
             continue
@@ -83,10 +122,10 @@ def settings_for(snapshot: state.Snapshot) -> dict[str, Any]:
 def build(base: str) -> dict[str, Any]:
     """The document for a site served at ``base`` ("https://example.com")."""
     snapshot = state.snapshot()
-    with _lock:  # drf-spectacular's settings are global: one document at a time, our settings restored after
+    with _lock:  # drf-spectacular's settings are global (see the module docstring): one document at a time
         try:
             spectacular_settings.apply_patches(settings_for(snapshot))
-            document = SchemaGenerator().get_schema(request=None, public=True)
+            document = Generator().get_schema(request=None, public=True)
         finally:
             spectacular_settings.clear_patches()
     document["servers"] = [{"url": base}]
