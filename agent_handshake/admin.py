@@ -11,7 +11,17 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
-from .models import AgentClient, ApiKey, ContentSignalOverride, DeskRequest, Document, Job, SiteProfile
+from .models import (
+    AgentClient,
+    ApiKey,
+    ContentSignalOverride,
+    DeskRequest,
+    Document,
+    Interaction,
+    Job,
+    SiteProfile,
+    TrustedActorKey,
+)
 from .registry import capability_registry, content_registry
 
 
@@ -37,6 +47,13 @@ class SiteProfileAdmin(admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["name", "description"]}),
         ("Contact", {"fields": ["contact_email", "contact_url", "contact_phone", "postal_address"]}),
+        (
+            "IntentWeb",
+            {
+                "fields": ["schema_type", "operating_hours"],
+                "description": "Published in /intentmanifest.yaml with the contact details and the capabilities.",
+            },
+        ),
         (
             "Content signals (site-wide)",
             {
@@ -283,3 +300,28 @@ class DeskRequestAdmin(ReadOnlyJobMixin, admin.ModelAdmin):
             return
         DeskRequest.objects.filter(pk=obj.pk).update(operator_answer=answer, answered_by=request.user)
         messages.success(request, "The answer was sent to the agent.")
+
+
+@admin.register(TrustedActorKey)
+class TrustedActorKeyAdmin(admin.ModelAdmin):
+    """Keys of IntentWeb agents and gateways the site trusts: a chain entry naming the actor must verify."""
+
+    list_display = ("actor_id", "label", "active", "created_at")
+    list_filter = ("active",)
+    search_fields = ("actor_id", "label")
+
+
+@admin.register(Interaction)
+class InteractionAdmin(admin.ModelAdmin):
+    """IntentWeb interactions, read-only: what was asked, routed and collected, and how it ended."""
+
+    list_display = ("interaction_id", "capability", "status", "external_id", "turns", "updated_at")
+    list_filter = ("status", "capability")
+    search_fields = ("interaction_id", "external_id")
+    readonly_fields = [field.name for field in Interaction._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

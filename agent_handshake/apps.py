@@ -13,9 +13,11 @@ class AgentHandshakeConfig(AppConfig):
         from .concierge.capabilities import register_builtin_capabilities
         from .concierge.jobs import register_callback_renderer
         from .conf import app_settings
+        from .intentweb.views import callback_body as intent_callback
         from .signal_handlers import connect
 
         autodiscover_modules(app_settings.AUTODISCOVER_MODULE)
         register_builtin_capabilities()
         register_callback_renderer("ahp", status_body)  # async jobs' callbacks are AHP's (§9.1)
+        register_callback_renderer("intentweb", intent_callback)  # ... or IntentWeb's envelope
         connect()

@@ -270,6 +270,18 @@ def _check_setting_values() -> list[Error]:
                 hint="A cosine similarity, 0 <= floor < 1 (0: off), or None for the embedding model's own.",
             )
         )
+    if not isinstance(app_settings.INTENT_MAX_SKEW, int) or app_settings.INTENT_MAX_SKEW < 1:
+        errors.append(_setting_error("INTENT_MAX_SKEW", f"is {app_settings.INTENT_MAX_SKEW!r}.", hint="Seconds, >= 1."))
+    for name in ("ROUTING_MIN_SCORE", "ROUTING_MARGIN"):
+        value = getattr(app_settings, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:
+            errors.append(_setting_error(name, f"is {value!r}.", hint="A cosine similarity, between -1 and 1."))
+    scopes = app_settings.INTENT_UI_SCOPES
+    if not isinstance(scopes, (list, tuple)) or not all(isinstance(scope, str) for scope in scopes):
+        errors.append(_setting_error("INTENT_UI_SCOPES", f"is {scopes!r}.", hint='A list of scopes: ["orders"].'))
+    for name in ("SITE_PRIVATE_KEY", "SITE_KEY_FILE"):
+        if not isinstance(getattr(app_settings, name), str):
+            errors.append(_setting_error(name, "is not a string.", hint="PEM text or base64url; a file path."))
     if app_settings.BASE_URL and not re.match(r"^https?://[^/]+/?$", app_settings.BASE_URL):
         errors.append(
             _setting_error("BASE_URL", f"is {app_settings.BASE_URL!r}.", hint='Scheme and host: "https://example.com".')
@@ -597,3 +609,15 @@ def check_callbacks(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
             id="agent_handshake.W005",
         )
     ]
+
+
+@register(Tags.security)
+def check_site_key(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """The site's signing key, when one is configured or on disk, must load (nothing is created here)."""
+    from .identity.site_key import configuration_problem
+
+    problem = configuration_problem()
+    if problem is None:
+        return []
+    hint = "Fix or remove it; python manage.py agent_site_key creates a new key file when there is none."
+    return [Error(problem, hint=hint, id="agent_handshake.E013")]

@@ -150,6 +150,23 @@ DEFAULTS: dict[str, Any] = {
     "CLIENT_IP_FUNCTION": "",
     # MODE3 (AHP §5.3, §8, §9). Signed requests: accepted clock skew (seconds) and replay window.
     "SIGNATURE_MAX_SKEW": 300,
+    # The site's own Ed25519 key pair (IntentWeb attribution; its public key is published in the manifests).
+    # SITE_PRIVATE_KEY: the private key as PEM (PKCS#8) or the base64url of its 32-byte seed, from a secret store
+    # or an environment variable; it wins over the file. SITE_KEY_FILE: a PEM file, created (mode 0600) on first
+    # use when missing; empty means "<BASE_DIR or the working directory>/.agent_handshake/site-ed25519.pem".
+    # Never in the database, never in the repository (`python manage.py agent_site_key` says where it is).
+    "SITE_PRIVATE_KEY": "",
+    "SITE_KEY_FILE": "",
+    # IntentWeb (POST /intent): an envelope's attribution timestamp must be within this many seconds of the
+    # server's clock, and its nonce unused within that window.
+    "INTENT_MAX_SKEW": 300,
+    # The scopes of the key /intent-ui/ acts with for people (who have none): which protected capabilities the
+    # page may run. Empty: only those that need no key. The demo allows ["book_appointment", "orders"].
+    "INTENT_UI_SCOPES": [],
+    # Routing an intent to a capability: below MIN_SCORE (cosine) nothing fits; two within MARGIN of each other
+    # are both offered in a clarification.
+    "ROUTING_MIN_SCORE": 0.2,
+    "ROUTING_MARGIN": 0.03,
     # Per API key and capability for "action" and "async" capabilities without a rate_limit of their own (§11.2).
     "ACTION_RATE_LIMIT": "30/minute",
     # How long the first response to an Idempotency-Key is kept (seconds).

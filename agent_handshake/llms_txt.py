@@ -16,7 +16,7 @@ from django.utils.crypto import salted_hmac
 
 from .conf import app_settings
 from .models import Document
-from .registry import content_registry
+from .registry import capability_registry, content_registry
 from .state import Snapshot
 
 
@@ -70,6 +70,12 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
         f"Capabilities, content signals and endpoints: {manifest_url}. "
         f"Every page's full text: {full_url}. "
         f"Questions in natural language (NLWeb v0.54): POST {base_url + reverse('agent_handshake:nlweb_ask')}."
+        + (
+            " Intents (bookings, orders, quotes; IntentWeb 1.0): "
+            f"{base_url + reverse('agent_handshake:intent_manifest')}."
+            if any(c.mode == "MODE3" and c.handler is not None for c in capability_registry.available())
+            else ""
+        )
         + (
             f" Each page listed below has a markdown version at its URL with `{app_settings.MARKDOWN_SUFFIX}` "
             "appended, or with `Accept: text/markdown`."

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import base64
+import re
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +29,17 @@ class SiteProfile(models.Model):
     contact_url = models.CharField(_("contact page URL"), max_length=500, blank=True)
     contact_phone = models.CharField(_("contact phone"), max_length=64, blank=True)
     postal_address = models.TextField(_("postal address"), blank=True)
+    schema_type = models.CharField(
+        _("schema.org type"),
+        max_length=200,
+        blank=True,
+        help_text=_("What the site's owner is, as a schema.org type URL: https://schema.org/Store, .../Restaurant."),
+    )
+    operating_hours = models.TextField(
+        _("opening hours"),
+        blank=True,
+        help_text=_("One line each, a label and the hours: “shop: Tuesday to Saturday, 10:00-17:00”."),
+    )
 
     ai_train = models.BooleanField(_("AI training allowed"), default=False)
     ai_input = models.BooleanField(_("AI input allowed"), default=True, help_text=_("Used as context in answers."))
@@ -62,6 +75,16 @@ class SiteProfile(models.Model):
 
     def content_signals(self) -> dict[str, bool]:
         return {name: getattr(self, name) for name in SIGNAL_NAMES}
+
+    def hours(self) -> dict[str, str]:
+        """:attr:`operating_hours` as {label: hours}; a line without a label is keyed "hours"."""
+        found: dict[str, str] = {}
+        for line in self.operating_hours.splitlines():
+            label, sep, hours = line.partition(":")
+            label, hours = (label.strip(), hours.strip()) if sep and hours.strip() else ("hours", line.strip())
+            if hours:
+                found[label or "hours"] = hours
+        return found
 
     def contact(self) -> dict[str, str]:
         fields = {
@@ -528,3 +551,96 @@ class SeenSignature(models.Model):
 
     def __str__(self) -> str:
         return self.signature
+
+
+class Interaction(models.Model):
+    """One IntentWeb interaction (``interaction_id``): the capability it was routed to, what has been collected
+    for its ``input_schema``, and where it ended. Only the credentials (or, anonymous, the network) that started it
+    may continue it."""
+
+    class Status(models.TextChoices):
+        CLARIFYING = "clarifying", _("choosing a capability")
+        COLLECTING = "collecting", _("collecting information")
+        WAITING = "waiting", _("waiting for a job")
+        DONE = "done", _("done")
+        FAILED = "failed", _("failed")
+        CLOSED = "closed", _("closed by the client")
+
+    TERMINAL = (Status.DONE, Status.FAILED, Status.CLOSED)
+
+    interaction_id = models.CharField(max_length=128, unique=True)
+    api_key = models.ForeignKey("ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    client_ip = models.GenericIPAddressField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COLLECTING)
+    capability = models.CharField(max_length=64, blank=True)
+    #: Capability names offered in a clarification_request, best first.
+    candidates = models.JSONField(default=list, blank=True)
+    collected = models.JSONField(default=dict, blank=True)
+    #: The hex SHA-256 of the initial intent (the attribution profile's query_hash); every later message repeats it.
+    query_hash = models.CharField(max_length=64)
+    #: The first message, kept for routing and for the job that an async capability starts.
+    intent = models.TextField(max_length=4096)
+    #: The cosine similarity that chose the capability (explicability's confidence); None: chosen by the client.
+    confidence = models.FloatField(null=True, blank=True)
+    #: The site's intent endpoint as the client reached it: the site's actor_id in its chain entries.
+    endpoint = models.CharField(max_length=500)
+    job = models.ForeignKey("Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    external_id = models.CharField(max_length=128, blank=True)
+    turns = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("IntentWeb interaction")
+
+    def __str__(self) -> str:
+        return self.interaction_id
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class IntentNonce(models.Model):
+    """Attribution nonces already accepted on ``POST /intent``, kept for the clock-skew window (replays)."""
+
+    nonce = models.CharField(max_length=128, primary_key=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return self.nonce
+
+
+def validate_ed25519_public_key(value: str) -> None:
+    """32 bytes in base64url (padding optional): the raw form of an Ed25519 public key."""
+    text = value.strip()
+    try:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+={0,2}", text):
+            raise ValueError
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        raise ValidationError(_("Not base64url.")) from None
+    if len(raw) != 32:
+        raise ValidationError(_("An Ed25519 public key is 32 bytes; this is %(n)d."), params={"n": len(raw)})
+
+
+class TrustedActorKey(models.Model):
+    """An Ed25519 public key an operator registered for an IntentWeb actor (an agent or a gateway): chain entries
+    that name ``actor_id`` must carry its valid signature."""
+
+    actor_id = models.CharField(_("actor id"), max_length=500, unique=True)
+    public_key = models.CharField(
+        _("public key"),
+        max_length=64,
+        validators=[validate_ed25519_public_key],
+        help_text=_("The raw 32-byte Ed25519 public key, base64url."),
+    )
+    label = models.CharField(_("label"), max_length=200, blank=True)
+    active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("trusted IntentWeb actor key")
+
+    def __str__(self) -> str:
+        return self.label or self.actor_id

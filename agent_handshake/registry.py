@@ -188,6 +188,9 @@ AHP_VERSION = "0.1"
 #: manifest's ``integrations`` names them.
 MCP_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
 OPENAPI_VERSION = "3.1.0"
+#: IntentWeb: the protocol_version we speak and the attribution profile we sign and verify with (intentweb.attribution).
+INTENTWEB_VERSION = "1.0"
+INTENTWEB_ATTRIBUTION_PROFILE = "ahp-intentweb-ed25519-jcs-v1"
 MODES = ("MODE1", "MODE2", "MODE3")
 ACTION_TYPES = ("query", "action", "async")
 
@@ -230,10 +233,30 @@ class Capability:
     applies_to: dict[str, Callable[[Any], dict[str, Any]]] = field(default_factory=dict, repr=False)
     #: The schema.org Action type an action of this capability is (None: CheckAction for a query, else Action).
     action_schema_type: str | None = None
+    #: What a person would say they want, in a few words ("Book a tasting"); empty: the description's first
+    #: sentence. IntentWeb publishes it as the capability's ``intent``; routing reads it with the examples.
+    intent: str = ""
+    #: Things an agent or a person might say to ask for it (IntentWeb ``examples``; routing).
+    examples: tuple[str, ...] = ()
+    #: Business rules and limits, in natural language (IntentWeb ``constraints``).
+    constraints: tuple[str, ...] = ()
+    #: Anything else an agent should know (IntentWeb ``notes``).
+    notes: tuple[str, ...] = ()
+    #: MODE3: the output field that names what was created or found (a booking reference, an order number):
+    #: IntentWeb's ``external_id``. None: the first of ``reference``, ``order_number``, ``id`` the output has.
+    external_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.action_type in ("action", "async") and self.scope is None:
             self.scope = self.name  # side effects always need credentials; the scope defaults to the name
+
+    @property
+    def intent_text(self) -> str:
+        """:attr:`intent`, or the description's first sentence."""
+        if self.intent:
+            return self.intent
+        first = self.description.split(". ")[0].strip()
+        return first.rstrip(".") or self.name.replace("_", " ")
 
     @property
     def requires_auth(self) -> bool:

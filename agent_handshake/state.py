@@ -36,6 +36,9 @@ class Snapshot:
     description: str
     contact: dict[str, str]
     site_signals: dict[str, bool]
+    #: The site profile's schema.org type URL and opening hours ({label: hours}), for the IntentWeb manifest.
+    schema_type: str = ""
+    hours: dict[str, str] = field(default_factory=dict)
     #: Effective signals of registered models that have an override, by model label ("blog.post").
     model_signals: dict[str, dict[str, bool]] = field(default_factory=dict)
     document_count: int = 0
@@ -95,6 +98,8 @@ def _build() -> Snapshot:
         name=profile.name or app_settings.SITE_NAME,
         description=profile.description or app_settings.SITE_DESCRIPTION,
         contact=profile.contact(),
+        schema_type=profile.schema_type,
+        hours=profile.hours(),
         site_signals=site_signals,
         model_signals=model_signals,
         document_count=docs["count"],

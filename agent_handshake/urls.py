@@ -16,6 +16,9 @@ Every path the app serves, in one place:
 ``GET /openapi.json``                   OpenAPI 3.1 of every endpoint above (``agent_handshake:openapi``)
 ``GET /agent/api-docs/``                Swagger UI over it, when ``API_DOCS`` (or ``DEBUG``) (``...:api_docs``)
 ``POST /mcp``                           MCP, stateless Streamable HTTP (``agent_handshake:mcp``)
+``GET /intentmanifest.yaml``            the IntentWeb manifest (``agent_handshake:intent_manifest``)
+``POST /intent``                        IntentWeb intents, its ``intent_endpoint`` (``agent_handshake:intent``)
+``GET /intent-ui/``                     the same intents for people (``agent_handshake:intent_ui``)
 ``/.well-known/oauth-protected-resource/mcp``
                                         how to authenticate at /mcp, RFC 9728 (``...:mcp_resource_metadata``)
 ======================================  =========================================================
@@ -27,6 +30,8 @@ from . import views
 from .ahp.capabilities import CapabilityView
 from .ahp.converse import ConverseView
 from .ahp.invoke import JobStatusView
+from .intentweb.page import IntentPageMessageView, IntentPageView
+from .intentweb.views import IntentView
 from .mcp.views import MCPView, ProtectedResourceMetadataView
 from .nlweb.views import AskView, AwaitView
 from .openapi.views import APIDocsAssetView, APIDocsView, OpenAPIView
@@ -44,6 +49,10 @@ urlpatterns = [
     path("ask", AskView.as_view(), name="nlweb_ask"),
     path("await", AwaitView.as_view(), name="nlweb_await"),
     path("mcp", MCPView.as_view(), name="mcp"),
+    path("intentmanifest.yaml", views.IntentManifestView.as_view(), name="intent_manifest"),
+    path("intent", IntentView.as_view(), name="intent"),
+    path("intent-ui/", IntentPageView.as_view(), name="intent_ui"),
+    path("intent-ui/message", IntentPageMessageView.as_view(), name="intent_ui_message"),
     path("openapi.json", OpenAPIView.as_view(), name="openapi"),
     path("agent/api-docs/", APIDocsView.as_view(), name="api_docs"),
     path("agent/api-docs/<str:name>", APIDocsAssetView.as_view(), name="api_docs_asset"),

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
@@ -30,6 +31,9 @@ from .ahp.errors import method_not_allowed
 from .ahp.manifest import build_manifest
 from .conf import app_settings
 from .frontdoor import PinnedNegotiation, described
+from .identity.site_key import site_public_key
+from .intentweb import manifest as intent_manifest
+from .intentweb.openapi import INTENT_MANIFEST
 from .llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
 from .models import Document
 from .state import Snapshot
@@ -150,8 +154,15 @@ class AgentDocumentView(APIView, abc.ABC):
 class ManifestView(AgentDocumentView):
     """``GET /.well-known/agent.json``: the AHP manifest (§3.1, §4)."""
 
-    kind = "manifest"
     content_type = "application/json"
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        # integrations.intentweb publishes the site's public key: a new key is a new document.
+        try:
+            return "manifest-" + site_public_key()[:16]
+        except ImproperlyConfigured:
+            return "manifest"
 
     @document(
         "agent_manifest",
@@ -164,6 +175,24 @@ class ManifestView(AgentDocumentView):
 
     def render(self, snapshot: Snapshot, base: str) -> bytes:
         return json.dumps(build_manifest(snapshot, base), indent=2, ensure_ascii=False).encode()
+
+
+class IntentManifestView(AgentDocumentView):
+    """``GET /intentmanifest.yaml``: the IntentWeb manifest (§2), cached and conditional like ``agent.json``."""
+
+    content_type = "application/yaml; charset=utf-8"
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        # The site's public key is in the body: a new key is a new document.
+        return "intentmanifest-" + site_public_key()[:16]
+
+    @described(**INTENT_MANIFEST)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return super().get(request, *args, **kwargs)
+
+    def render(self, snapshot: Snapshot, base: str) -> str:
+        return intent_manifest.render(snapshot, base)
 
 
 class LlmsTxtView(AgentDocumentView):

@@ -88,24 +88,11 @@ def rows_of(times: dict[str, list[float]], baseline: str) -> list[list[object]]:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    scifact_arguments(parser, "agent_handshake_bench_mcp")
-    parser.add_argument("--rounds", type=int, default=300)
-    args = parser.parse_args()
-
-    corpus, queries, config = scifact_site(args.database, args.seed_docs, args.queries)
-    from django.conf import settings
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.test import override_settings
-
+def register_lookup() -> None:
+    """``bench_lookup``: a MODE3 ``query`` capability with one input field and a handler that reads one row."""
     from agent_handshake import Capability, Outcome
-    from agent_handshake.indexing import index_passages
     from agent_handshake.models import Document
     from agent_handshake.registry import capability_registry
-    from agent_handshake.retrieval.embeddings import get_embedding_backend
-
-    index_passages(config)
 
     def lookup(invocation) -> Outcome:
         document = Document.objects.filter(title__gte=invocation.input["title"]).order_by("title").first()
@@ -125,8 +112,28 @@ def main() -> None:
                 "properties": {"title": {"type": "string"}, "url": {"type": "string"}},
             },
             handler=lookup,
+            intent="Look up a document by its title",
         )
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    scifact_arguments(parser, "agent_handshake_bench_mcp")
+    parser.add_argument("--rounds", type=int, default=300)
+    args = parser.parse_args()
+
+    corpus, queries, config = scifact_site(args.database, args.seed_docs, args.queries)
+    from django.conf import settings
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import override_settings
+
+    from agent_handshake.indexing import index_passages
+    from agent_handshake.retrieval.embeddings import get_embedding_backend
+
+    index_passages(config)
+
+    register_lookup()
     backend_cache = get_embedding_backend()._cache()[0]
     handler = WSGIHandler()
     relaxed = lifted_limits(settings.AGENT_HANDSHAKE)

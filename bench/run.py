@@ -26,6 +26,7 @@ def main() -> int:
         "bench_converse_load",
         "bench_nlweb",
         "bench_mcp_openapi",
+        "bench_intentweb",
         "bench_jobs",
         "bench_fuzz",
     ]

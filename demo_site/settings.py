@@ -84,6 +84,8 @@ AGENT_HANDSHAKE = {
     "SITE_DESCRIPTION": "An independent tea shop and tea blog in Portland, Oregon: brewing guides, videos and "
     "a shop of loose-leaf teas and teaware.",
     "SERVE_ROBOTS_TXT": True,
+    # The intent page (/intent-ui/) books tastings and tracks orders for visitors, with the site's own key.
+    "INTENT_UI_SCOPES": ["book_appointment", "orders"],
 }
 
 # Celery. With no CELERY_BROKER_URL the broker is kombu's filesystem transport in .queue/ (no service to run;

@@ -26,6 +26,7 @@ ASK = "/ask"
 AWAIT = "/await"
 MCP = "/mcp"
 CAPABILITY = "/capabilities/"
+INTENT = "/intent"
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Window")
 VALID_BEARER = "Bearer {secret}"
 SIGN = "{sign}"
@@ -362,6 +363,57 @@ def nlweb_cases() -> st.SearchStrategy[Case]:
     )
 
 
+def _now(offset: int = 0) -> str:
+    import datetime
+
+    moment = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset)
+    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+FLOWS = ["intent_request", "information_request", "information_response", "clarification_request",
+         "execution_result", "error", "shout"]  # fmt: skip
+#: Drawn when the example is generated (a timestamp fixed at import would be stale by the time it is sent).
+fresh_times = st.one_of(
+    st.integers(-30, 30).map(_now), st.sampled_from(["yesterday", "2026-02-30T00:00:00Z", "2026-01-01T00:00:00"])
+)
+chain_entries = st.fixed_dictionaries(
+    {
+        "actor_type": _or_junk(st.sampled_from(["ai_agent", "ai_gateway"])),
+        "actor_id": _or_junk(st.sampled_from(["https://agent.example/a", "agent-1"])),
+        "timestamp": fresh_times,
+        "signature": _or_junk(st.sampled_from(["", "AAAA", "x" * 86])),
+    }
+)
+intent_bodies = st.fixed_dictionaries(
+    {
+        "protocol_version": _or_junk(st.sampled_from(["1.0", "1.1", "2.0"])),
+        "flow_type": _or_junk(st.sampled_from(FLOWS)),
+        "message": _or_junk(st.sampled_from(QUERIES)),
+        "interaction_id": _or_junk(st.sampled_from(["conv-1", "conv-2"])),
+        "attribution": st.fixed_dictionaries(
+            {
+                "query_hash": _or_junk(st.sampled_from(["0" * 64, "f" * 64])),
+                "nonce": st.one_of(st.uuids().map(str), short_text),
+                "timestamp": fresh_times,
+                "chain": _or_junk(st.lists(chain_entries, max_size=3)),
+            }
+        ),
+    },
+    optional={
+        "collected_information": _or_junk(capability_input),
+        "callback_url": _or_junk(st.sampled_from(["https://example.com/cb", "http://127.0.0.1/x"])),
+        "locale": short_text,
+        "explicability": json_values,
+    },
+)
+
+
+def intent_cases() -> st.SearchStrategy[Case]:
+    """POST /intent with generated IntentWeb envelopes (or any bytes) and headers."""
+    encoded = st.one_of(intent_bodies.map(lambda body: json.dumps(body).encode()), bodies)
+    return st.builds(lambda body, hdrs: Case("POST", INTENT, hdrs, body), encoded, headers)
+
+
 def mcp_cases() -> st.SearchStrategy[Case]:
     """POST /mcp with generated JSON-RPC messages and batches (or any bytes), and POST /capabilities/<name> with
     generated flat bodies, with generated headers."""
@@ -454,6 +506,8 @@ def endpoint(path: str) -> str | None:
         return "nlweb"
     if decoded == MCP or re.fullmatch(re.escape(CAPABILITY) + r"[^/]+", decoded):
         return "mcp" if decoded == MCP else "converse"
+    if decoded == INTENT:
+        return "intent"
     return None
 
 
@@ -481,7 +535,7 @@ def problems(case: Case, status: int, content_type: str, hdrs: dict[str, str], b
                 json.loads(body)
             except ValueError:
                 found.append("a body that is not JSON")
-    if kind in ("converse", "status", "nlweb", "mcp"):
+    if kind in ("converse", "status", "nlweb", "mcp", "intent"):
         missing = [name for name in RATE_HEADERS if name not in hdrs]
         if missing:
             found.append(f"no {', '.join(missing)}")

@@ -73,6 +73,8 @@ AGENT_HANDSHAKE = {
     "CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"],
     "CALLBACK_REQUIRE_HTTPS": False,
     "CALLBACK_BACKOFF_SECONDS": 0.2,
+    # /intent-ui/ may book (tests/test_browser.py books an appointment in a real browser).
+    "INTENT_UI_SCOPES": ["book_appointment"],
 }
 # ... which is what W005 warns about outside DEBUG: expected here.
 SILENCED_SYSTEM_CHECKS = ["agent_handshake.W005"]

@@ -67,6 +67,9 @@ def test_w001_unknown_key():
         {"BM25_FIELD_WEIGHTS": {"abstract": 2.0}},
         {"RELEVANCE_FLOOR": 1.5},
         {"RELEVANCE_FLOOR": "0.3"},
+        {"INTENT_MAX_SKEW": 0},
+        {"ROUTING_MARGIN": 2.0},
+        {"INTENT_UI_SCOPES": "orders"},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):
@@ -74,6 +77,21 @@ def test_e002_bad_setting_types_and_values(setting):
         messages = checks.check_settings()
     assert ids(messages) == ["agent_handshake.E002"], [m.msg for m in messages]
     assert messages[0].msg.startswith(f"AGENT_HANDSHAKE['{next(iter(setting))}']")
+
+
+def test_e013_a_site_key_that_does_not_load(tmp_path):
+    with override_settings(AGENT_HANDSHAKE={"SITE_PRIVATE_KEY": "not-a-key"}):
+        messages = checks.check_site_key()
+    assert ids(messages) == ["agent_handshake.E013"]
+    assert "not-a-key" not in messages[0].msg  # a secret is never echoed
+    broken = tmp_path / "key.pem"
+    broken.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    with override_settings(AGENT_HANDSHAKE={"SITE_KEY_FILE": str(broken)}):
+        assert ids(checks.check_site_key()) == ["agent_handshake.E013"]
+    missing = tmp_path / "nowhere" / "key.pem"
+    with override_settings(AGENT_HANDSHAKE={"SITE_KEY_FILE": str(missing)}):
+        assert checks.check_site_key() == []  # created on first use, not by the check
+    assert not missing.exists()
 
 
 def test_w002_missing_middleware(settings):

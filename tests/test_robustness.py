@@ -436,6 +436,14 @@ def test_no_generated_mcp_or_capability_request_gets_a_5xx(robust, case):
     check(case, robust)
 
 
+@BOUNDED
+@given(case=fuzzing.intent_cases())
+@example(case=fuzzing.Case("POST", "/intent", {}, b'{"protocol_version": "1.0", "attribution": 5}'))
+@example(case=fuzzing.Case("POST", "/intent", {}, b"[]"))
+def test_no_generated_intent_request_gets_a_5xx(robust, case):
+    check(case, robust)
+
+
 def test_the_strategies_reach_the_code_behind_validation(robust):
     """Not every generated converse body is refused at parse time: some are answered (a guard against strategies
     that only ever exercise the JSON parser)."""

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
 from django.utils.text import Truncator
 
 from ..conf import app_settings
+from ..identity.site_key import site_public_key
 from ..registry import AHP_VERSION, capability_registry
 from ..state import Snapshot
 
 MODES = ("MODE1", "MODE2", "MODE3")
+logger = logging.getLogger(__name__)
 
 
 def converse_path() -> str | None:
@@ -31,7 +35,7 @@ def _path(name: str) -> str | None:
 
 def integrations() -> dict[str, Any]:
     """§4.4: the MCP server and the OpenAPI document, once they are routed (both come with the app's URLs)."""
-    from ..registry import MCP_VERSIONS, OPENAPI_VERSION
+    from ..registry import INTENTWEB_ATTRIBUTION_PROFILE, INTENTWEB_VERSION, MCP_VERSIONS, OPENAPI_VERSION
 
     found: dict[str, Any] = {}
     if mcp := _path("mcp"):
@@ -39,7 +43,22 @@ def integrations() -> dict[str, Any]:
         found["mcp"] = {"url": mcp, "version": MCP_VERSIONS[0], "versions": list(MCP_VERSIONS)}
     if openapi := _path("openapi"):
         found["openapi"] = {"url": openapi, "version": OPENAPI_VERSION}
+    if (intent := _path("intent")) and (intent_manifest := _path("intent_manifest")) and offers_intents():
+        found["intentweb"] = {
+            "manifest": intent_manifest,
+            "url": intent,
+            "version": INTENTWEB_VERSION,
+            "attribution_profile": INTENTWEB_ATTRIBUTION_PROFILE,
+        }
+        try:
+            found["intentweb"]["public_key"] = site_public_key()
+        except ImproperlyConfigured:
+            logger.exception("The site key cannot be loaded: the manifest publishes no public key")
     return found
+
+
+def offers_intents() -> bool:
+    return any(c.mode == "MODE3" and c.handler is not None for c in capability_registry.available())
 
 
 def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from ..conf import app_settings
 from ..models import Document
 from ..registry import Capability, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
-from .backends import CITATION, Evidence, GeneratedAnswer, clean_answer, get_answer_backend
+from .backends import Evidence, GeneratedAnswer, clean_answer, get_answer_backend
 from .extractive import terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
@@ -115,22 +115,6 @@ def combined_signals(labels: list[str]) -> dict[str, bool]:
 
 def _iso(moment: datetime.datetime | None) -> str | None:
     return moment.isoformat() if moment else None
-
-
-def cited_first(answer: str, count: int) -> tuple[str, list[int]]:
-    """The sources' new order (1-based numbers of the old): those the answer cites first, in the order it first
-    cites them, then the others by rank; and the answer with its ``[n]`` renumbered to match. So an agent that
-    quotes the first source quotes the page the answer leads with."""
-    cited = [int(n) for n in CITATION.findall(answer) if 1 <= int(n) <= count]
-    order = list(dict.fromkeys(cited))
-    order += [number for number in range(1, count + 1) if number not in order]
-    renumbered = {old: new for new, old in enumerate(order, start=1)}
-
-    def renumber(match: re.Match[str]) -> str:
-        number = int(match.group(1))
-        return f"[{renumbered[number]}]" if number in renumbered else match.group(0)
-
-    return CITATION.sub(renumber, answer), order
 
 
 def _relevance(rank: int, hit: DocumentHit, top: float, cited: bool) -> str:
@@ -237,17 +221,14 @@ class ContentConcierge:
         else:
             generated = GeneratedAnswer("", backend="none")
         top = hits[0].score if hits else 0.0
-        best = hits[0] if hits else None
-        answer, order = cited_first(generated.text, len(hits))
-        cited = {order.index(number) + 1 for number in generated.cited if number in order}
-        hits = [hits[number - 1] for number in order]
         sources = [
-            {"title": hit.title, "url": hit.url, "relevance": _relevance(rank, hit, top, rank + 1 in cited)}
+            {"title": hit.title, "url": hit.url, "relevance": _relevance(rank, hit, top, rank + 1 in generated.cited)}
             for rank, hit in enumerate(hits)
         ]
         payload = self.payload(ctx, hits)
-        if ctx.fallback_from and best:
-            answer = self.describe(best, ctx.fallback_from) + " " + answer
+        answer = generated.text
+        if ctx.fallback_from and hits:
+            answer = self.describe(hits[0], ctx.fallback_from) + " " + answer
         # The whole answer, once, whatever went into it (a title, a custom backend's text): content is untrusted.
         answer, links_removed = clean_answer(answer, evidence)
         return Reply(

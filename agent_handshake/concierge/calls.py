@@ -146,6 +146,22 @@ class Call:
         canonical = json.dumps([self.protocol, self.request.path, self.fingerprint_of], sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
+    def stored(self, idempotency_key: str | None) -> Rendered | None:
+        """The response stored for an earlier run of this same request under ``idempotency_key``, if there is
+        one (for a front door that must answer a retry after the conversation has moved on); a different request
+        with the key is a :class:`~.errors.Conflict`."""
+        if not idempotency_key or self.key is None:
+            return None
+        record = IdempotencyRecord.objects.filter(api_key=self.key, key=idempotency_key, status_code__gt=0).first()
+        if record is None:
+            return None
+        if record.request_hash != self.fingerprint():
+            raise errors.Conflict(
+                "This Idempotency-Key was used for a different request; use a new key for a new request."
+            )
+        self.replayed = True
+        return record.status_code, record.body
+
     def once(self, idempotency_key: str, render: Callable[[Result], Rendered]) -> Rendered:
         """Run at most once per (API key, Idempotency-Key); a retry gets the first response."""
         fingerprint = self.fingerprint()

@@ -67,10 +67,15 @@ def register_escalation(
     description: str = "Pass a question or request to a person at the site; the answer arrives by poll or callback.",
     scope: str | None = None,
     input_schema: dict[str, Any] | None = None,
+    intent: str = "Talk to a person",
+    examples: tuple[str, ...] = ("I'd like to speak to someone", "Can a person help me with a custom order?"),
 ) -> None:
     capability(
         name,
         description=description,
+        intent=intent,
+        examples=examples,
+        notes=("A person answers; the answer arrives later, by polling or a callback.",),
         action_type="async",
         input_schema=input_schema or INPUT_SCHEMA,
         output_schema=OUTPUT_SCHEMA,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +123,11 @@ def capability(
     available: Callable[[], bool] | None = None,
     applies_to: dict[str, Callable[[Any], dict[str, Any]]] | None = None,
     action_schema_type: str | None = None,
+    intent: str = "",
+    examples: tuple[str, ...] | list[str] = (),
+    constraints: tuple[str, ...] | list[str] = (),
+    notes: tuple[str, ...] | list[str] = (),
+    external_id: str | None = None,
 ) -> Callable[[Callable[[Invocation], Any]], Callable[[Invocation], Any]]:
     """Declare a MODE3 capability in the one capability registry; see the module docstring."""
 
@@ -144,6 +149,11 @@ def capability(
             available=available,
             applies_to={label.lower(): prefill for label, prefill in (applies_to or {}).items()},
             action_schema_type=action_schema_type,
+            intent=intent,
+            examples=tuple(examples),
+            constraints=tuple(constraints),
+            notes=tuple(notes),
+            external_id=external_id,
         )
         capability_registry.register(declared)
         func.capability = declared  # type: ignore[attr-defined]
@@ -233,6 +243,49 @@ def extract_input(capability: Capability, text: str) -> dict[str, Any]:
         if value is not None:
             found[name] = value
     return found
+
+
+LABELLED = re.compile(r"^\s*([A-Za-z][\w \-]{0,40}?)\s*[:=]\s*(.+?)\s*$")
+INTEGER = re.compile(r"(?<![\w.-])(\d{1,6})(?![\w.])")
+
+
+def answer_input(capability: Capability, text: str, asked: Sequence[str] = ()) -> dict[str, Any]:
+    """The input fields an answer to "I still need ``asked``" states, for a conversation that collects input.
+
+    :func:`extract_input`, then ``field: value`` lines or ``;``-separated parts naming a property (by its name,
+    with spaces for underscores), and, when exactly one field was asked for and the answer gave nothing else:
+    an integer field takes the answer's one integer, a free-text string field (no enum, pattern or format) the
+    whole answer. Values are not validated here (the caller checks them against the ``input_schema``)."""
+    properties = (capability.input_schema or {}).get("properties", {})
+    found = extract_input(capability, text)
+    names = {name.lower().replace("_", " "): name for name in properties}
+    for part in re.split(r"[;\n]", text):
+        labelled = LABELLED.match(part)
+        if not labelled:
+            continue
+        name = names.get(labelled.group(1).strip().lower().replace("_", " "))
+        if name is not None:
+            found[name] = _typed(properties[name], labelled.group(2).strip().rstrip("."))
+    if len(asked) == 1 and not found and asked[0] in properties:
+        name, spec = asked[0], properties[asked[0]]
+        if spec.get("type") == "integer":
+            numbers = INTEGER.findall(text)
+            if len(numbers) == 1:
+                found[name] = int(numbers[0])
+        elif spec.get("type", "string") == "string" and not {"enum", "pattern", "format"} & set(spec):
+            value = text.strip().rstrip(".").strip()
+            if value:
+                found[name] = value
+    return found
+
+
+def _typed(spec: dict[str, Any], value: str) -> Any:
+    """A labelled value as its property's JSON type where it plainly is one ("2" for an integer)."""
+    if spec.get("type") == "integer" and re.fullmatch(r"-?\d{1,9}", value):
+        return int(value)
+    if spec.get("type") == "boolean" and value.lower() in ("yes", "no", "true", "false"):
+        return value.lower() in ("yes", "true")
+    return value
 
 
 def field_question(capability: Capability, missing: list[str]) -> str:

@@ -31,6 +31,7 @@ from .. import state
 from ..ahp import openapi as ahp_openapi
 from ..ahp.capabilities import CapabilityView
 from ..ahp.converse import converse_capabilities
+from ..intentweb import openapi as intentweb_openapi
 from ..mcp import openapi as mcp_openapi
 from ..nlweb import openapi as nlweb_openapi
 from ..registry import AHP_VERSION, OPENAPI_VERSION
@@ -38,7 +39,12 @@ from ..views import RobotsTxtView
 from . import extensions  # noqa: F401 - registers the security schemes
 
 _lock = threading.Lock()
-COMPONENTS = {**ahp_openapi.COMPONENTS, **nlweb_openapi.COMPONENTS, **mcp_openapi.COMPONENTS}
+COMPONENTS = {
+    **ahp_openapi.COMPONENTS,
+    **nlweb_openapi.COMPONENTS,
+    **mcp_openapi.COMPONENTS,
+    **intentweb_openapi.COMPONENTS,
+}
 #: Our views that are not protocol endpoints (the document itself, its browsable reference).
 UNDOCUMENTED = ("agent_handshake.openapi.",)
 
@@ -53,7 +59,7 @@ class Endpoints(EndpointEnumerator):
     """The app's API views, although they set ``schema = None`` (see the module docstring)."""
 
     def should_include_endpoint(self, path: str, callback: Any) -> bool:
-        return ours(callback) and hasattr(callback.cls, "openapi_inspector")
+        return ours(callback) and getattr(callback.cls, "openapi_inspector", None) is not None
 
 
 @functools.cache

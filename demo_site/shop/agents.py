@@ -84,6 +84,12 @@ def _find_product(reference: str) -> Product:
 @capability(
     description="Whether a product is in stock, and how many: by SKU (LK-TEA-0001) or product name.",
     action_type="query",
+    intent="Check whether a product is in stock",
+    examples=(
+        "Is the Dew of Yame gyokuro in stock?",
+        "Do you have LK-TEA-0001?",
+        "How many tetsubin kettles are left?",
+    ),
     input_schema={
         "type": "object",
         "required": ["product"],
@@ -126,6 +132,9 @@ def check_inventory(invocation: Invocation) -> Outcome:
 @capability(
     description="The status of an order, given its number and the email address it was placed with.",
     action_type="query",
+    intent="Track an order",
+    examples=("Where is my order LK-10001?", "Has order LK-10023 shipped yet?", "What's the status of my order?"),
+    notes=("The order number and the email address must both match the order.",),
     scope="orders",
     input_schema={
         "type": "object",
@@ -196,6 +205,9 @@ def _quote_lines(text: str) -> dict:
 @capability(
     description="A price quote for quantities of products: volume discount, shipping and total, valid 14 days.",
     action_type="query",
+    intent="Get a price quote",
+    examples=("Quote me 12 x LK-TEA-0001 and 3 x LK-TEA-0004", "How much would 20 tins of sencha cost with shipping?"),
+    constraints=("Quotes are valid for 14 days.",),
     input_schema={
         "type": "object",
         "required": ["items"],
@@ -288,6 +300,17 @@ OPENING_HOURS = (datetime.time(10, 0), datetime.time(17, 0))  # Tuesday to Satur
     description="Book a tea tasting or a teaware consultation in the shop (Tue-Sat, 10:00-17:00, on the hour "
     "or half hour). Creates a booking.",
     action_type="action",
+    intent="Book a tasting or a teaware consultation",
+    examples=(
+        "Book a tea tasting for 2 next Saturday at 11:00",
+        "I'd like a teaware consultation on Thursday afternoon",
+        "Can I reserve a tasting under the name Jane Smith?",
+    ),
+    constraints=(
+        "Tuesday to Saturday, 10:00 to 17:00, on the hour or half hour",
+        "From tomorrow up to 90 days ahead",
+        "Up to 6 people",
+    ),
     input_schema={
         "type": "object",
         "required": ["service", "date", "time", "name", "email"],

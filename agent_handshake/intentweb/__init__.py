@@ -1,0 +1,1 @@
+"""IntentWeb 1.0 front door: /intentmanifest.yaml and POST /intent."""

@@ -1,0 +1,469 @@
+"""One IntentWeb interaction, turn by turn: the §3.4 rules and §7's incremental resolution over a MODE3 capability.
+
+- The first message of an ``interaction_id`` is an ``intent_request``. Its ``attribution.query_hash`` must be
+  the hash of that message (:mod:`.attribution`); every later message repeats it. The intent is routed to a
+  capability (:mod:`agent_handshake.concierge.routing`); when two are close, or none fits, the answer is a
+  ``clarification_request`` listing them, and the next message chooses.
+- Then the site collects the capability's ``input_schema`` fields from the messages (the intent itself, then
+  each ``information_response``; ``collected_information`` may carry them by name, as the intent page's forms
+  do; a later value corrects an earlier one) and answers ``information_request`` with ``required_information``
+  until the input is complete and valid. It then runs the capability through the concierge (the same
+  credentials, scopes, limits and idempotency as every front door) and answers ``execution_result`` with
+  ``status`` and ``external_id``. A refusal the client can fix (a slot already taken, a date out of range)
+  drops the fields it names and asks for them again; any other is a terminal ``error``.
+- An ``async`` capability answers ``information_response`` with ``status: accepted`` and the job's id as
+  ``external_id``; any later message on the interaction reports the job, ending with ``execution_result`` (or
+  ``error``) once it is done; a ``callback_url`` gets that last envelope posted.
+- ``execution_result`` and ``error`` end the interaction: a later message gets ``interaction_closed``. A client's
+  ``error`` closes it. A request refused before it is accepted (a malformed envelope, a replayed nonce,
+  credentials) changes nothing stored: it can be sent again, corrected.
+
+Messages are markdown built from the backend's facts (the capability's own answer and output, its schema's
+descriptions); what the client sent is shown only as escaped table cells.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from rest_framework.request import Request
+
+from ..concierge import calls, errors, jobs, routing
+from ..concierge import limits as ratelimit
+from ..concierge.conversation import Owner
+from ..concierge.invocation import answer_input, check_input
+from ..identity.auth import printable_ascii
+from ..models import Interaction, Job
+from ..registry import Capability, capability_registry
+from . import attribution
+from .envelope import Envelope
+
+
+@dataclass
+class Reply:
+    """What the site answers, before it is signed into an envelope (:func:`.views.signed`)."""
+
+    flow_type: str
+    message: str
+    status: str | None = None
+    http_status: int = 200
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"flow_type": self.flow_type, "message": self.message}
+        if self.status:
+            body["status"] = self.status
+        return {**body, **self.fields}
+
+
+def offered() -> list[Capability]:
+    """The capabilities an intent can reach: the available MODE3 ones."""
+    return [c for c in capability_registry.available() if c.handler is not None and c.action_type]
+
+
+# --- markdown from untrusted values -----------------------------------------------------------------------------
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def cell(value: Any, limit: int = 200) -> str:
+    """A value for a markdown table cell: one line, markdown escaped, bounded."""
+    text = " ".join(str(value).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def table(rows: dict[str, Any], labels: dict[str, str]) -> str:
+    lines = ["| Field | Value |", "|---|---|"]
+    lines += [f"| {cell(labels.get(name, name))} | {cell(value)} |" for name, value in rows.items()]
+    return "\n".join(lines)
+
+
+def described(capability: Capability, name: str) -> str:
+    """``name: description`` from the input schema, with the allowed values of an enum."""
+    spec = (capability.input_schema or {}).get("properties", {}).get(name, {})
+    text = spec.get("description") or spec.get("title") or name.replace("_", " ")
+    if "enum" in spec:
+        text += " (one of: " + ", ".join(str(option) for option in spec["enum"]) + ")"
+    return f"{name}: {text}"
+
+
+def labels_of(capability: Capability) -> dict[str, str]:
+    properties = (capability.input_schema or {}).get("properties", {})
+    return {name: (spec.get("title") or name.replace("_", " ").capitalize()) for name, spec in properties.items()}
+
+
+# --- the interaction ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One request's work on its interaction."""
+
+    request: Request
+    envelope: Envelope
+    endpoint: str
+    interaction: Interaction | None = None
+    replayed: bool = False
+    usages: list[ratelimit.Usage] = field(default_factory=list)
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.request.auth.key if self.request.auth else None, self.address)
+
+    @property
+    def address(self) -> str | None:
+        return ratelimit.client_address(self.request._request)
+
+    def run(self) -> Reply:
+        envelope = self.envelope
+        with transaction.atomic():
+            interaction = Interaction.objects.select_for_update().filter(interaction_id=envelope.interaction_id).first()
+            if interaction is None:
+                return self.start()
+            self.interaction = interaction
+            return self.go_on(interaction)
+
+    # --- the first message --------------------------------------------------------------------------------------
+
+    def start(self) -> Reply:
+        envelope = self.envelope
+        if envelope.flow_type != "intent_request":
+            raise errors.InvalidInput(
+                "No interaction has this interaction_id: the first message of an interaction is an "
+                "intent_request (IntentWeb §3.4).",
+                code="unknown_interaction",
+                fields=["flow_type"],
+            )
+        if not envelope.message.strip():
+            raise errors.InvalidInput("An intent_request says what you want in message.", fields=["message"])
+        expected = attribution.query_hash(envelope.body)
+        if envelope.attribution["query_hash"] != expected:
+            raise errors.InvalidInput(
+                "attribution.query_hash is not the hash of this intent_request (see the manifest's "
+                f"attribution profile); it is {expected}.",
+                code="query_hash_mismatch",
+                fields=["attribution.query_hash"],
+            )
+        key = self.owner.api_key
+        interaction = Interaction(
+            interaction_id=envelope.interaction_id,
+            api_key=key,
+            client_ip=None if key else self.address,
+            query_hash=expected,
+            intent=envelope.message,
+            endpoint=self.endpoint,
+        )
+        self.interaction = interaction
+        route = routing.route(envelope.message, offered())
+        if route.chosen is None:
+            interaction.status = Interaction.Status.CLARIFYING
+            interaction.candidates = [capability.name for capability in route.candidates]
+            interaction.save()
+            return self.clarification(route.candidates, first=True)
+        interaction.capability = route.chosen.name
+        interaction.confidence = route.ranked[0].score
+        return self.collect(route.chosen, [envelope.message])
+
+    def clarification(self, candidates: list[Capability], *, first: bool) -> Reply:
+        lines = [f"{number}. **{cell(c.intent_text)}**: {cell(c.description, 300)}"
+                 for number, c in enumerate(candidates, start=1)]  # fmt: skip
+        lead = "Which of these do you want?" if first else "I could not tell which of these you meant."
+        return Reply(
+            "clarification_request",
+            lead + "\n\n" + "\n".join(lines) + "\n\nAnswer with its number or its name.",
+            fields={
+                "required_information": [
+                    "Which of these you want: "
+                    + "; ".join(f"{number}. {c.intent_text}" for number, c in enumerate(candidates, start=1))
+                ],
+                "options": [{"name": c.name, "intent": c.intent_text} for c in candidates],
+            },
+        )
+
+    # --- later messages -----------------------------------------------------------------------------------------
+
+    def go_on(self, interaction: Interaction) -> Reply:
+        envelope = self.envelope
+        if not self.owner_may_continue(interaction):
+            raise errors.Conflict(
+                "This interaction_id is in use by another client: start your interaction with a new one.",
+                code="interaction_in_use",
+                status=409,
+            )
+        if interaction.terminal:
+            retried = self.retried(interaction)
+            if retried is not None:
+                return retried
+            raise errors.Conflict(
+                f"This interaction has ended ({interaction.get_status_display()}): start a new intent with a new "
+                "interaction_id (IntentWeb §3.4).",
+                code="interaction_closed",
+                status=409,
+            )
+        if envelope.attribution["query_hash"] != interaction.query_hash:
+            raise errors.InvalidInput(
+                "attribution.query_hash must be the hash of this interaction's intent_request.",
+                code="query_hash_mismatch",
+                fields=["attribution.query_hash"],
+            )
+        if envelope.flow_type == "intent_request":
+            raise errors.Conflict(
+                "This interaction has started: an intent_request comes first and once (IntentWeb §3.4).",
+                code="interaction_started",
+                status=409,
+            )
+        if envelope.flow_type == "execution_result":
+            raise errors.InvalidInput(
+                "execution_result is the site's to send.", code="invalid_flow", fields=["flow_type"]
+            )
+        interaction.turns += 1
+        if envelope.flow_type == "error":
+            interaction.status = Interaction.Status.CLOSED
+            interaction.save()
+            return Reply("error", "The interaction is closed, as you asked.", status="closed")
+        if interaction.status == Interaction.Status.WAITING:
+            return self.report(interaction)
+        if interaction.status == Interaction.Status.CLARIFYING:
+            candidates = [c for c in offered() if c.name in interaction.candidates]
+            candidates.sort(key=lambda c: interaction.candidates.index(c.name))
+            chosen = routing.choose(envelope.message, candidates)
+            if chosen is None:
+                interaction.save()
+                return self.clarification([c for c in offered()], first=False)
+            interaction.capability = chosen.name
+            interaction.candidates = []
+            interaction.confidence = None
+            interaction.status = Interaction.Status.COLLECTING
+            # Not read from the intent again: it was too vague to route, and a capability's own extractor may
+            # take any text for a field ("something from the shop" as a product).
+            return self.collect(chosen, [])
+        capability = next((c for c in offered() if c.name == interaction.capability), None)
+        if capability is None:
+            interaction.status = Interaction.Status.FAILED
+            interaction.save()
+            return Reply("error", "This capability is no longer offered.", status="unavailable", http_status=410)
+        return self.collect(capability, [envelope.message], answering=True)
+
+    def retried(self, interaction: Interaction) -> Reply | None:
+        """The stored reply to a retry (same Idempotency-Key, same message) of the message that ended the
+        interaction: a client that lost the execution_result gets it again, not interaction_closed."""
+        capability = capability_registry.get(interaction.capability)
+        if capability is None:
+            return None
+        stored = self.call(capability, {}).stored(self.request.headers.get("Idempotency-Key"))
+        if stored is None:
+            return None
+        status, body = stored
+        fields = {key: value for key, value in body.items() if key not in ("flow_type", "message", "status")}
+        return Reply(body["flow_type"], body["message"], body.get("status"), status, fields)
+
+    def owner_may_continue(self, interaction: Interaction) -> bool:
+        key = self.owner.api_key
+        if key is not None or interaction.api_key_id is not None:
+            return key is not None and interaction.api_key_id == key.pk
+        return ratelimit.network_of(interaction.client_ip) == ratelimit.network_of(self.address)
+
+    # --- collecting the input -----------------------------------------------------------------------------------
+
+    def collect(self, capability: Capability, texts: list[str], *, answering: bool = False) -> Reply:
+        """``texts`` read for ``capability``'s input; ``answering``: they answer the site's last question (so a
+        one-field question may be answered by the whole message), rather than state the intent."""
+        interaction = self.interaction
+        assert interaction is not None
+        self.authorise(capability)
+        properties = (capability.input_schema or {}).get("properties", {})
+        unknown = sorted(name for name in self.envelope.collected if name not in properties)
+        if unknown:
+            raise errors.InvalidInput(
+                f"collected_information names no field of {capability.name!r}: {', '.join(unknown)}; its fields "
+                f"are {', '.join(properties)}.",
+                fields=[f"collected_information.{name}" for name in unknown],
+            )
+        data = dict(interaction.collected)
+        problem = check_input(capability, data)
+        asked = problem.missing if problem and answering else []
+        for text in texts:
+            data.update(answer_input(capability, text, asked))
+        data.update(self.envelope.collected)
+        problem = check_input(capability, data)
+        notes: list[str] = []
+        if problem is not None and problem.invalid:
+            for path, message in sorted(problem.invalid.items()):
+                name = path.split(".")[0]
+                notes.append(f"{cell(data.get(name, ''))} is not a valid {cell(name)}: {cell(message)}")
+                data.pop(name, None)
+            problem = check_input(capability, data)
+        interaction.status = Interaction.Status.COLLECTING
+        interaction.collected = data
+        if problem is not None:
+            interaction.save()
+            return self.ask(capability, problem.missing, notes)
+        return self.execute(capability, data)
+
+    def authorise(self, capability: Capability) -> None:
+        """The capability's credentials, on every message (a refusal leaves the interaction as it was)."""
+        if not capability.requires_auth:
+            return
+        credentials = self.request.auth
+        if credentials is None:
+            raise errors.AuthRequired(
+                f"{capability.intent_text} needs an API key: send it as Authorization: Bearer <key> with every "
+                "message of this interaction."
+            )
+        if not credentials.key.allows(capability.scope):
+            raise errors.Forbidden(f"This API key lacks the scope {capability.scope!r} that this needs.")
+
+    def ask(self, capability: Capability, missing: list[str], notes: list[str]) -> Reply:
+        interaction = self.interaction
+        assert interaction is not None
+        parts = []
+        if notes:
+            parts.append("That did not work:\n\n" + "\n".join(f"- {note}" for note in notes))
+        needed = "\n".join(f"- {cell(described(capability, name), 400)}" for name in missing)
+        parts.append(f"To **{cell(capability.intent_text)}**, I still need:\n\n{needed}")
+        if interaction.collected:
+            parts.append("So far I have:\n\n" + table(interaction.collected, labels_of(capability)))
+        return Reply(
+            "information_request",
+            "\n\n".join(parts),
+            fields={
+                "required_information": [described(capability, name) for name in missing],
+                "collected_information": interaction.collected,
+                "required_fields": list(missing),
+                "capability": capability.name,
+            },
+        )
+
+    # --- running the capability ----------------------------------------------------------------------------------
+
+    def execute(self, capability: Capability, data: dict[str, Any]) -> Reply:
+        interaction = self.interaction
+        assert interaction is not None
+        idempotency_key = self.request.headers.get("Idempotency-Key")
+        if idempotency_key and not printable_ascii(idempotency_key):
+            raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
+        call = self.call(capability, data)
+
+        def rendered(result: calls.Result) -> calls.Rendered:
+            reply = self.outcome(capability, result)
+            return reply.http_status, reply.as_dict()
+
+        status, body = call.respond(rendered, idempotency_key)
+        self.replayed = call.replayed
+        self.usages.extend(call.usages)
+        fields = {key: value for key, value in body.items() if key not in ("flow_type", "message", "status")}
+        return Reply(body["flow_type"], body["message"], body.get("status"), status, fields)
+
+    def call(self, capability: Capability, data: dict[str, Any]) -> calls.Call:
+        interaction = self.interaction
+        assert interaction is not None
+        chain = self.envelope.chain
+        return calls.Call(
+            capability=capability,
+            owner=self.owner,
+            request=self.request._request,
+            protocol="intentweb",
+            query=interaction.intent,
+            input=data,
+            input_prefix="collected_information.",
+            strict_session=False,
+            requesting_agent=(chain[0]["actor_id"] if chain else "")[:128],
+            callback_url=self.envelope.callback_url,
+            content_type="application/action-result",
+            # A retry is the same message with a new nonce and time: those are left out of the fingerprint.
+            fingerprint_of={k: v for k, v in self.envelope.body.items() if k not in ("attribution", "timestamp")},
+        )
+
+    def outcome(self, capability: Capability, result: calls.Result) -> Reply:
+        interaction = self.interaction
+        assert interaction is not None
+        if isinstance(result, calls.Done):
+            outcome = result.outcome
+            interaction.status = Interaction.Status.DONE
+            interaction.external_id = external_id(capability, outcome.data) or ""
+            interaction.save()
+            return done(capability, outcome.answer, outcome.data, interaction)
+        if isinstance(result, calls.Accepted):
+            job = result.job
+            interaction.status = Interaction.Status.WAITING
+            interaction.job = job
+            interaction.external_id = str(job.pk)
+            interaction.save()
+            eta = f" in about {job.eta_seconds} seconds" if job.eta_seconds else ""
+            return Reply(
+                "information_response",
+                f"Accepted: **{cell(capability.intent_text)}** is under way and should be done{eta}. Send any "
+                "message on this interaction to hear how it stands; the result also goes to your callback_url "
+                "if you gave one.",
+                status="accepted",
+                fields={"external_id": str(job.pk), "collected_information": interaction.collected},
+            )
+        if isinstance(result, calls.NeedsInput):  # structured input never asks, but the concierge may
+            interaction.save()
+            return self.ask(capability, result.missing, [])
+        error = result.error
+        fixable = [str(name).split(".")[-1] for name in error.details.get("fields") or []]
+        if error.status in (400, 409) and fixable:
+            for name in fixable:
+                interaction.collected.pop(name, None)
+            interaction.save()
+            problem = check_input(capability, interaction.collected)
+            reply = self.ask(capability, problem.missing if problem else fixable, [cell(error.message, 400)])
+            reply.status = error.code
+            return reply
+        interaction.status = Interaction.Status.FAILED
+        interaction.save()
+        return Reply("error", cell(error.message, 600), status=error.code, http_status=error.status)
+
+    def report(self, interaction: Interaction) -> Reply:
+        """How the interaction's job stands; its end ends the interaction."""
+        job = Job.objects.get(pk=interaction.job_id)
+        reply = job_reply(job, interaction)
+        interaction.save()
+        return reply
+
+
+def external_id(capability: Capability, data: dict[str, Any]) -> str | None:
+    names = [capability.external_id] if capability.external_id else ["reference", "order_number", "id"]
+    for name in names:
+        value = data.get(name) if isinstance(data, dict) else None
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def done(capability: Capability, answer: str, data: dict[str, Any], interaction: Interaction) -> Reply:
+    details = {name: value for name, value in data.items() if isinstance(value, (str, int, float))}
+    message = cell(answer, 1000) + ("\n\n" + table(details, {}) if details else "")
+    fields: dict[str, Any] = {"collected_information": interaction.collected, "result": data}
+    if interaction.external_id:
+        fields["external_id"] = interaction.external_id
+    return Reply("execution_result", message, status="confirmed", fields=fields)
+
+
+def job_reply(job: Job, interaction: Interaction) -> Reply:
+    """The reply for an interaction's job as it stands (the interaction's status follows; the caller saves)."""
+    capability = capability_registry.get(job.capability) or Capability(job.capability, "", mode="MODE3")
+    if job.status in Job.ACTIVE:
+        return Reply(
+            "information_response",
+            cell(job.progress or "Still under way.", 300),
+            status="pending",
+            fields={"external_id": str(job.pk)},
+        )
+    outcome = jobs.outcome_of(job)
+    if outcome is not None:
+        interaction.status = Interaction.Status.DONE
+        interaction.external_id = external_id(capability, outcome.data) or str(job.pk)
+        reply = done(capability, outcome.answer, outcome.data, interaction)
+        reply.status = "completed"
+        return reply
+    interaction.status = Interaction.Status.FAILED
+    error = job.error or {}
+    message = error.get("message") or job.progress or f"The job is {job.status}."
+    return Reply("error", cell(message, 600), status=str(job.status), fields={"external_id": str(job.pk)})

@@ -1,0 +1,148 @@
+"""``/intent-ui/`` (IntentWeb §3.1): the same intents for people, in a page, driven by the same backend.
+
+The page (no build step: one template, its script inline) talks to ``POST /intent-ui/message``, which wraps what
+the person typed or filled in into an IntentWeb envelope (the hash, a nonce, the time) and hands it to
+:class:`~.views.IntentView`'s own pipeline: the same validation, routing, collection, execution and signed
+answer. The page shows the site's message, turns ``required_information`` into a form (each field from the
+capability's ``input_schema``: a select for an enum, a date or time picker, an email field...), the ``options``
+of a clarification into buttons, and the result.
+
+Who acts: people have no API key. The page acts with a key of the site's own (an ``AgentClient`` named
+"Intent page (this site)", created on first use) whose scopes are ``INTENT_UI_SCOPES``: empty by default, so the
+page offers only what needs no key until the site owner opts in (the demo allows bookings). Because every visitor
+shares that key, the page's limits count per client address, and an interaction can be continued only from the
+browser session that started it. Requests are CSRF-checked like any form of the site.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.shortcuts import render
+from django.urls import reverse
+from django.views import View
+from rest_framework.authentication import CSRFCheck
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ..concierge import errors
+from ..conf import app_settings
+from ..identity.auth import Credentials
+from ..models import AgentClient, ApiKey
+from ..registry import INTENTWEB_VERSION
+from . import attribution
+from .flows import offered
+from .views import IntentView, now_iso
+
+CLIENT_NAME = "Intent page (this site)"
+SESSION_KEY = "agent_handshake_interactions"
+MAX_SESSION_INTERACTIONS = 50
+
+
+def page_credentials() -> Credentials:
+    """The site's own key for the page, with ``INTENT_UI_SCOPES`` (kept in step with the setting)."""
+    scopes = sorted(set(app_settings.INTENT_UI_SCOPES))
+    client, _ = AgentClient.objects.get_or_create(name=CLIENT_NAME)
+    key = ApiKey.objects.filter(client=client, name="intent page", revoked_at__isnull=True).first()
+    if key is None:
+        key, _ = ApiKey.objects.issue(client, name="intent page", scopes=scopes)
+    elif sorted(key.scopes) != scopes:
+        key.scopes = scopes
+        key.save(update_fields=["scopes"])
+    return Credentials(key, "intent_page")
+
+
+class IntentPageView(View):
+    """``GET /intent-ui/``."""
+
+    http_method_names = ["get", "head"]
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        capabilities = [
+            {
+                "name": capability.name,
+                "intent": capability.intent_text,
+                "description": capability.description,
+                "examples": list(capability.examples[:2]),
+                "input_schema": capability.input_schema or {},
+            }
+            for capability in offered()
+        ]
+        context = {
+            "capabilities": capabilities,
+            "message_url": reverse("agent_handshake:intent_ui_message"),
+            "csrf_token": get_token(request),
+        }
+        response = render(request, "agent_handshake/intent_ui.html", context)
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'"
+        )
+        return response
+
+
+class IntentPageMessageView(IntentView):
+    """``POST /intent-ui/message``: ``{"interaction_id"?, "message", "collected_information"?, "close"?}`` from the
+    page, answered with the site's signed envelope (see the module docstring)."""
+
+    authentication_classes: list = []
+    openapi_inspector = None  # the page's own endpoint, not an API for agents: not in /openapi.json
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        reason = CSRFCheck(lambda _: None).process_view(request._request, None, (), {})
+        if reason:
+            raise errors.Forbidden(f"CSRF check failed: {reason}", code="csrf_failed")
+        super().initial(request, *args, **kwargs)
+
+    def count(self, request: Request, *, again: bool = False) -> None:
+        """Per client address: every visitor shares the page's key."""
+        usage = self.counter.count_ip()
+        if usage.exceeded:
+            raise errors.RateLimited(
+                "Rate limit exceeded for this IP address.", scope=usage.public_scope, retry_after=usage.retry_after
+            )
+
+    def post(self, request: Request) -> Response:  # type: ignore[override]
+        data = request.data if isinstance(request.data, dict) else {}
+        message = data.get("message")
+        if not isinstance(message, str):
+            raise errors.InvalidInput("message must be text.", fields=["message"])
+        collected = data.get("collected_information") or {}
+        if not isinstance(collected, dict):
+            raise errors.InvalidInput("collected_information must be an object.", fields=["collected_information"])
+        session = request._request.session
+        mine: list[str] = list(session.get(SESSION_KEY, []))
+        interaction_id = data.get("interaction_id")
+        if interaction_id is None:
+            interaction_id = "page-" + secrets.token_urlsafe(18)
+            flow_type = "intent_request"
+            mine = [*mine[-(MAX_SESSION_INTERACTIONS - 1) :], interaction_id]
+            session[SESSION_KEY] = mine
+        elif not isinstance(interaction_id, str) or interaction_id not in mine:
+            raise errors.Forbidden("This interaction was not started in this browser.", code="interaction_in_use")
+        else:
+            flow_type = "error" if data.get("close") else "information_response"
+        envelope: dict[str, Any] = {
+            "protocol_version": INTENTWEB_VERSION,
+            "flow_type": flow_type,
+            "message": message,
+            "interaction_id": interaction_id,
+        }
+        query_hash = session.get(f"{SESSION_KEY}:{interaction_id}")
+        if query_hash is None:
+            query_hash = attribution.query_hash(envelope)
+            session[f"{SESSION_KEY}:{interaction_id}"] = query_hash
+        moment = now_iso()
+        envelope["attribution"] = {
+            "query_hash": query_hash,
+            "nonce": secrets.token_urlsafe(18),
+            "timestamp": moment,
+            "chain": [],
+        }
+        envelope["timestamp"] = moment
+        if collected:
+            envelope["collected_information"] = collected
+        request.auth = page_credentials()
+        return self.process(request, envelope)

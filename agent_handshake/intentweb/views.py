@@ -1,0 +1,238 @@
+"""IntentWeb 1.0 over HTTP: ``POST /intent``, the ``intent_endpoint`` of ``/intentmanifest.yaml`` (which is served
+with the other generated documents, :class:`agent_handshake.views.IntentManifestView`).
+
+``POST /intent`` is a :class:`~agent_handshake.frontdoor.FrontDoorView` (the body cap, the credentials, the rate
+limits and their headers are every door's). Before an envelope reaches its interaction (:mod:`.flows`):
+
+- it is validated (:mod:`.envelope`);
+- its ``attribution.timestamp`` must be within ``INTENT_MAX_SKEW`` seconds of the server's clock, and its
+  ``nonce`` never accepted before (a table, so every process agrees; written in the transaction of the work the
+  message does): otherwise 401 ``stale_timestamp`` or ``replayed_nonce``;
+- each chain entry whose ``actor_id`` has a key an operator registered (``TrustedActorKey`` in the admin) must
+  carry that key's signature over the attribution profile's payload, else 401 ``signature_invalid``; entries of
+  other actors are accepted and reported as unverified in the response's ``explicability``.
+
+Every response is an envelope signed by the site: its own nonce and time, and one chain entry (``actor_type``
+``intent_site``, ``actor_id`` the endpoint's URL) signed with the site's key, whose public half the manifests
+publish. A refusal is an ``error`` envelope with ``status`` naming it and the matching 4xx.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import secrets
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.http import HttpResponseBase
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ..concierge import errors
+from ..conf import app_settings
+from ..frontdoor import FrontDoorView, described
+from ..identity.site_key import public_key_from_b64url, site_private_key
+from ..models import IntentNonce, Interaction, Job, TrustedActorKey
+from ..registry import INTENTWEB_VERSION
+from . import attribution, flows
+from .envelope import Envelope, parse
+from .openapi import INTENT
+
+SITE_ACTOR_TYPE = "intent_site"
+
+
+def now_iso() -> str:
+    return timezone.now().astimezone(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def signed(
+    reply: dict[str, Any],
+    *,
+    interaction_id: str,
+    query_hash: str,
+    endpoint: str,
+    explicability: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``reply`` (flow_type, message, status and extra fields) as an envelope the site signs."""
+    moment, nonce = now_iso(), secrets.token_urlsafe(18)
+    entry = attribution.sign_entry(
+        site_private_key(),
+        actor_type=SITE_ACTOR_TYPE,
+        actor_id=endpoint,
+        query_hash=query_hash,
+        nonce=nonce,
+        timestamp=moment,
+    )
+    body = {
+        "protocol_version": INTENTWEB_VERSION,
+        "flow_type": reply["flow_type"],
+        "message": reply["message"],
+        "interaction_id": interaction_id,
+        **{key: value for key, value in reply.items() if key not in ("flow_type", "message")},
+        "attribution": {"query_hash": query_hash, "nonce": nonce, "timestamp": moment, "chain": [entry]},
+        "timestamp": moment,
+    }
+    if explicability:
+        body["explicability"] = explicability
+    return body
+
+
+def endpoint_of(request: Any) -> str:
+    base = app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+    return base + reverse("agent_handshake:intent")
+
+
+# --- chain of custody -------------------------------------------------------------------------------------------
+
+
+def check_fresh(envelope: Envelope) -> None:
+    skew = abs((timezone.now() - envelope.sent_at).total_seconds())
+    if skew > app_settings.INTENT_MAX_SKEW:
+        raise errors.AuthRequired(
+            f"attribution.timestamp is {int(skew)} seconds from the server's clock (at most "
+            f"{app_settings.INTENT_MAX_SKEW} are accepted).",
+            code="stale_timestamp",
+            fields=["attribution.timestamp"],
+        )
+
+
+def verify_chain(envelope: Envelope) -> list[str]:
+    """The actor_ids whose entries were verified against a registered key; a registered key's actor with a wrong
+    signature is refused."""
+    entries = envelope.chain
+    keys = {
+        key.actor_id: key.public_key
+        for key in TrustedActorKey.objects.filter(active=True, actor_id__in=[e["actor_id"] for e in entries])
+    }
+    verified = []
+    for index, entry in enumerate(entries):
+        registered = keys.get(entry["actor_id"])
+        if registered is None:
+            continue
+        try:
+            public_key = public_key_from_b64url(registered)
+        except ValueError:
+            raise errors.Failed("A registered actor key is malformed; the error was logged.") from None
+        if not attribution.verify_entry(
+            entry, query_hash=envelope.attribution["query_hash"], nonce=envelope.attribution["nonce"],
+            public_key=public_key,
+        ):  # fmt: skip
+            raise errors.AuthRequired(
+                f"The signature of chain entry {index} ({entry['actor_id']!r}) does not verify with the key "
+                "registered for that actor (see the manifest's attribution profile).",
+                code="signature_invalid",
+                fields=[f"attribution.chain.{index}.signature"],
+            )
+        verified.append(entry["actor_id"])
+    return verified
+
+
+def consume_nonce(nonce: str) -> None:
+    """Record the nonce, or refuse it as a replay; now and then forget those older than the skew window."""
+    try:
+        with transaction.atomic():
+            IntentNonce.objects.create(nonce=nonce)
+    except IntegrityError:
+        raise errors.AuthRequired(
+            "This attribution.nonce was already used: every message needs a new one.",
+            code="replayed_nonce",
+            fields=["attribution.nonce"],
+        ) from None
+    if random.random() < 0.02:
+        cutoff = timezone.now() - datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
+        IntentNonce.objects.filter(created_at__lt=cutoff).delete()
+
+
+# --- the views --------------------------------------------------------------------------------------------------
+
+
+class IntentView(FrontDoorView):
+    """``POST /intent`` (see the module docstring and :mod:`.flows`)."""
+
+    http_method_names = ["post", "options"]
+
+    def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
+        data = getattr(self.request, "_full_data", None)
+        data = data if isinstance(data, dict) else {}
+        interaction_id = data.get("interaction_id") if isinstance(data.get("interaction_id"), str) else ""
+        given = (data.get("attribution") or {}) if isinstance(data.get("attribution"), dict) else {}
+        query_hash = given.get("query_hash") if isinstance(given.get("query_hash"), str) else ""
+        reply: dict[str, Any] = {"flow_type": "error", "message": error.message, "status": error.code}
+        if fields := error.details.get("fields"):
+            reply["fields"] = list(fields)
+        body = signed(
+            reply,
+            interaction_id=interaction_id[:128],
+            query_hash=query_hash[:64],
+            endpoint=endpoint_of(self.request._request),
+        )
+        return Response(body, status=error.status)
+
+    @described(**INTENT)
+    def post(self, request: Request) -> HttpResponseBase:
+        return self.process(request, request.data)
+
+    def process(self, request: Request, data: Any) -> Response:
+        """One envelope, from the checks of the module docstring to the signed answer."""
+        envelope = parse(data)
+        check_fresh(envelope)
+        verified = verify_chain(envelope)
+        endpoint = endpoint_of(request._request)
+        turn = flows.Turn(request, envelope, endpoint)
+        # One transaction: the nonce is spent with the work it allowed (a refused message spends nothing and
+        # changes nothing; the same message refused again is no replay of anything).
+        with transaction.atomic():
+            consume_nonce(envelope.attribution["nonce"])
+            reply = turn.run()
+        self.counter.usages.extend(turn.usages)
+        interaction = turn.interaction
+        body = signed(
+            reply.as_dict(),
+            interaction_id=envelope.interaction_id,
+            query_hash=interaction.query_hash if interaction else envelope.attribution["query_hash"],
+            endpoint=endpoint,
+            explicability=[explain(interaction, envelope, verified)] if interaction else None,
+        )
+        response = Response(body, status=reply.http_status)
+        if turn.replayed:
+            response.headers["Idempotent-Replayed"] = "true"
+        return response
+
+
+def explain(interaction: Interaction, envelope: Envelope, verified: list[str]) -> dict[str, Any]:
+    """§6 for the site: how it read the intent, the capability it chose and with what confidence."""
+    item: dict[str, Any] = {"actor": SITE_ACTOR_TYPE}
+    capability = flows.capability_registry.get(interaction.capability) if interaction.capability else None
+    if capability is not None:
+        item["interpretation"] = f"You want to: {capability.intent_text.lower()} (capability {capability.name})."
+        if interaction.confidence is not None:
+            item["confidence"] = round(max(0.0, min(1.0, interaction.confidence)), 3)
+            item["routing_logic"] = "The closest capability by meaning to the intent_request's message."
+        else:
+            item["routing_logic"] = "Chosen by the client from the capabilities offered."
+    else:
+        item["interpretation"] = "The intent could match more than one capability, or none clearly."
+    assumptions = [f"Chain entry of {actor_id!r} verified with its registered key." for actor_id in verified]
+    unverified = [entry["actor_id"] for entry in envelope.chain if entry["actor_id"] not in verified]
+    assumptions += [f"Chain entry of {actor_id!r} not verified: no key registered for it." for actor_id in unverified]
+    if assumptions:
+        item["assumptions"] = assumptions
+    return item
+
+
+def callback_body(job: Job) -> dict[str, Any]:
+    """What an ``async`` capability's callback posts for an IntentWeb interaction: the envelope its next message
+    would get (``execution_result`` or ``error``), signed."""
+    interaction = Interaction.objects.filter(job=job).first()
+    if interaction is None:
+        return {"flow_type": "error", "message": "No interaction holds this job.", "status": "unknown_interaction"}
+    reply = flows.job_reply(job, interaction)
+    return signed(
+        {**reply.as_dict(), "status": reply.status} if reply.status else reply.as_dict(),
+        interaction_id=interaction.interaction_id,
+        query_hash=interaction.query_hash,
+        endpoint=interaction.endpoint,
+    )

@@ -1,0 +1,515 @@
+"""IntentWeb 1.0 (``/intentmanifest.yaml``, ``POST /intent``), with a client written from the spec and NOTES.md's
+signing profile: it hashes and signs with hashlib, rfc8785 and cryptography directly, verifies every response's
+site signature with the key the manifest publishes, and checks every envelope against the upstream JSON Schema
+(../shared/peer-vectors/intentweb/intent-envelope.json)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import json
+import secrets
+
+import jsonschema
+import pytest
+import rfc8785
+import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from agent_handshake.concierge.desk import operator_outcome
+from agent_handshake.concierge.jobs import complete_waiting, deliver_callback
+from agent_handshake.concierge.jobs import run as run_job
+from agent_handshake.models import AgentClient, ApiKey, Interaction, Job, TrustedActorKey
+from demo_site.shop.models import Appointment
+from tests.conftest import SHARED
+from tests.test_mcp import tasting_booking
+
+pytestmark = pytest.mark.django_db
+
+PEERS = SHARED / "peer-vectors" / "intentweb"
+UPSTREAM = json.loads((PEERS / "intent-envelope.json").read_text())
+UPSTREAM_VALIDATOR = jsonschema.Draft202012Validator(UPSTREAM, format_checker=jsonschema.FormatChecker())
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def now(offset: int = 0) -> str:
+    moment = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset)
+    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def key(scopes=("*",)) -> str:
+    agent, _ = AgentClient.objects.get_or_create(name="IntentWeb agent")
+    return ApiKey.objects.issue(agent, scopes=list(scopes))[1]
+
+
+class Agent:
+    """An IntentWeb client, from §3 and §5 and the profile NOTES.md fixes."""
+
+    def __init__(self, client, *, secret: str | None = None, actor_id: str = "https://agent.example/assistant"):
+        self.client = client
+        self.secret = secret
+        self.actor_id = actor_id
+        self.private_key = Ed25519PrivateKey.generate()
+        self.interaction_id = "conv-" + secrets.token_hex(8)
+        self.query_hash = ""
+        self.site_key: Ed25519PublicKey | None = None
+
+    @property
+    def public_key(self) -> str:
+        return b64url(self.private_key.public_key().public_bytes_raw())
+
+    def signature(self, query_hash: str, nonce: str, timestamp: str, actor_id: str | None = None) -> str:
+        payload = {"actor_id": actor_id or self.actor_id, "nonce": nonce, "query_hash": query_hash,
+                   "timestamp": timestamp}  # fmt: skip
+        return b64url(self.private_key.sign(rfc8785.dumps(payload)))
+
+    def envelope(self, flow_type: str, message: str, *, nonce=None, timestamp=None, **extra) -> dict:
+        body = {"protocol_version": "1.0", "flow_type": flow_type, "message": message,
+                "interaction_id": self.interaction_id}  # fmt: skip
+        if flow_type == "intent_request" and not self.query_hash:
+            self.query_hash = hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+        nonce = nonce or secrets.token_urlsafe(16)
+        timestamp = timestamp or now()
+        entry = {"actor_type": "ai_agent", "actor_id": self.actor_id, "timestamp": timestamp,
+                 "signature": self.signature(self.query_hash, nonce, timestamp)}  # fmt: skip
+        body["attribution"] = {"query_hash": self.query_hash, "nonce": nonce, "timestamp": timestamp, "chain": [entry]}
+        body["timestamp"] = timestamp
+        assert not list(UPSTREAM_VALIDATOR.iter_errors(body))
+        return {**body, **extra}
+
+    def send(self, flow_type: str, message: str, *, headers=None, **extra) -> tuple[int, dict]:
+        body = self.envelope(flow_type, message, **extra)
+        return self.post(body, headers=headers)
+
+    def post(self, body: dict, *, headers=None) -> tuple[int, dict]:
+        headers = dict(headers or {})
+        if self.secret:
+            headers.setdefault("HTTP_AUTHORIZATION", f"Bearer {self.secret}")
+        response = self.client.post("/intent", json.dumps(body), content_type="application/json", **headers)
+        reply = response.json()
+        self.check(reply)
+        return response.status_code, reply
+
+    def check(self, reply: dict) -> None:
+        """Every response: a valid envelope, signed by the site with the key its manifest publishes."""
+        errors = [error.message for error in UPSTREAM_VALIDATOR.iter_errors(reply)]
+        assert not errors, (errors, reply)
+        if self.site_key is None:
+            published = yaml.safe_load(self.client.get("/intentmanifest.yaml").content)["attribution"]
+            self.site_key = Ed25519PublicKey.from_public_bytes(unb64url(published["public_key"]))
+            self.site_actor = published["actor_id"]
+        attribution = reply["attribution"]
+        (entry,) = attribution["chain"]
+        assert entry["actor_type"] == "intent_site"
+        assert entry["actor_id"] == self.site_actor
+        signed = {"actor_id": entry["actor_id"], "nonce": attribution["nonce"],
+                  "query_hash": attribution["query_hash"], "timestamp": entry["timestamp"]}  # fmt: skip
+        self.site_key.verify(unb64url(entry["signature"]), rfc8785.dumps(signed))  # raises if it does not verify
+
+
+# --- the manifest -------------------------------------------------------------------------------------------------
+
+
+def test_the_manifest_is_yaml_like_upstreams_from_the_registry(client, demo_content):
+    response = client.get("/intentmanifest.yaml")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/yaml; charset=utf-8"
+    text = response.content.decode("utf-8")
+    manifest = yaml.safe_load(text)
+    upstream = yaml.safe_load((PEERS / "intentmanifest.bellacucina-full.yaml").read_text())
+    assert {"manifest_version", "company", "last_updated", "capabilities", "contact"} <= set(manifest)
+    assert manifest["manifest_version"] == "1.0"
+    assert manifest["company"] == "Test Site"
+    datetime.date.fromisoformat(manifest["last_updated"])
+    assert manifest["contact"]["intent_endpoint"] == "http://testserver/intent"
+    upstream_keys = {key for item in upstream["capabilities"] for key in item} | {"capability"}
+    names = {item["capability"]: item for item in manifest["capabilities"]}
+    assert {"check_inventory", "order_status", "custom_quote", "book_appointment", "escalate_to_human"} <= set(names)
+    for item in manifest["capabilities"]:
+        assert set(item) <= upstream_keys
+        assert item["intent"]
+        assert item["description"]
+    booking = names["book_appointment"]
+    assert booking["intent"] == "Book a tasting or a teaware consultation"
+    assert "Book a tea tasting for 2 next Saturday at 11:00" in booking["examples"]
+    assert any(line.startswith("The day, as YYYY-MM-DD") for line in booking["requires"])
+    assert any("tea-tasting" in line for line in booking["requires"])
+    assert any("Optionally" in line and "party_size" in line for line in booking["requires"])
+    assert "Up to 6 people" in booking["constraints"]
+    assert any("API key" in note for note in booking["notes"])
+    # Conditional like agent.json.
+    again = client.get("/intentmanifest.yaml", HTTP_IF_NONE_MATCH=response["ETag"])
+    assert again.status_code == 304
+    # Linked from the AHP manifest and llms.txt, with the same key.
+    integration = client.get("/.well-known/agent.json").json()["integrations"]["intentweb"]
+    assert integration["manifest"] == "/intentmanifest.yaml"
+    assert integration["url"] == "/intent"
+    assert integration["public_key"] == manifest["attribution"]["public_key"]
+    assert "http://testserver/intentmanifest.yaml" in client.get("/llms.txt").content.decode()
+
+
+def test_the_manifest_publishes_the_profile_hours_and_location(client, demo_content):
+    from agent_handshake.models import SiteProfile
+
+    profile = SiteProfile.load()
+    profile.schema_type = "https://schema.org/Store"
+    profile.operating_hours = "shop: Tuesday to Saturday, 10:00-17:00\nclosed: Sunday and Monday"
+    profile.postal_address = "1187 SE Division St\nPortland, OR"
+    profile.save()
+    manifest = yaml.safe_load(client.get("/intentmanifest.yaml").content)
+    assert manifest["schema_type"] == "https://schema.org/Store"
+    assert manifest["location"] == {"address": "1187 SE Division St Portland, OR"}
+    hours = {"shop": "Tuesday to Saturday, 10:00-17:00", "closed": "Sunday and Monday"}
+    assert manifest["operating_hours"] == hours
+    booking = next(item for item in manifest["capabilities"] if item["capability"] == "book_appointment")
+    assert booking["operating_hours"] == hours
+    attribution = manifest["attribution"]
+    assert attribution["name"] == "ahp-intentweb-ed25519-jcs-v1"
+    assert len(unb64url(attribution["public_key"])) == 32
+    assert attribution["did"] == "did:agent-semantic-protocol:" + hashlib.sha256(
+        unb64url(attribution["public_key"])).hexdigest()  # fmt: skip
+
+
+# --- whole intents ------------------------------------------------------------------------------------------------
+
+
+def test_a_query_intent_is_answered_in_one_turn(client, demo_content):
+    agent = Agent(client)
+    status, reply = agent.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert status == 200, reply
+    assert reply["flow_type"] == "execution_result"
+    assert reply["status"] == "confirmed"
+    assert reply["interaction_id"] == agent.interaction_id
+    assert reply["attribution"]["query_hash"] == agent.query_hash
+    assert reply["result"]["sku"] == "LK-TEA-0001"
+    assert "LK\\-TEA\\-0001" in reply["message"] or "LK-TEA-0001" in reply["message"]
+    (explained,) = reply["explicability"]
+    assert "check_inventory" in explained["interpretation"]
+    assert 0 < explained["confidence"] <= 1
+    assert "not verified" in explained["assumptions"][0]
+    # Terminal: the interaction is over.
+    status, reply = agent.send("information_request", "And LK-TEA-0002?")
+    assert status == 409
+    assert reply["flow_type"] == "error"
+    assert reply["status"] == "interaction_closed"
+
+
+def test_a_booking_is_collected_turn_by_turn_corrected_and_executed(client, demo_content):
+    booking = tasting_booking()
+    later = datetime.date.fromisoformat(booking["date"]) + datetime.timedelta(days=1)
+    while later.weekday() in (0, 6):
+        later += datetime.timedelta(days=1)
+    agent = Agent(client, secret=key())
+    status, reply = agent.send("intent_request", "I'd like to book a tea-tasting in the shop")
+    assert status == 200, reply
+    assert reply["flow_type"] == "information_request"
+    assert reply["collected_information"] == {"service": "tea-tasting"}
+    assert reply["required_fields"] == ["date", "time", "name", "email"]
+    assert reply["required_information"][0] == "date: The day, as YYYY-MM-DD"
+    assert "| Service | tea-tasting |" in reply["message"]
+    status, reply = agent.send("information_response", f"On {booking['date']} at 11:00, please.")
+    assert reply["collected_information"] == {"service": "tea-tasting", "date": booking["date"], "time": "11:00"}
+    assert reply["required_fields"] == ["name", "email"]
+    # A correction replaces an earlier answer; a labelled answer names its field.
+    status, reply = agent.send("information_response", f"Actually make it {later.isoformat()}. email: ada@example.com")
+    assert reply["collected_information"]["date"] == later.isoformat()
+    assert reply["required_fields"] == ["name"]
+    assert not Appointment.objects.exists()
+    status, reply = agent.send("information_response", "Ada Lovelace", headers={"HTTP_IDEMPOTENCY_KEY": "intent-1"})
+    assert status == 200, reply
+    assert reply["flow_type"] == "execution_result"
+    assert reply["status"] == "confirmed"
+    appointment = Appointment.objects.get()
+    assert reply["external_id"] == appointment.reference
+    assert appointment.name == "Ada Lovelace"
+    assert appointment.date == later
+    assert reply["result"]["reference"] == appointment.reference
+    interaction = Interaction.objects.get(interaction_id=agent.interaction_id)
+    assert interaction.status == Interaction.Status.DONE
+    assert interaction.external_id == appointment.reference
+    # A retry of the last message (same Idempotency-Key, a new nonce) gets the same result, not a new booking.
+    status, again = agent.send("information_response", "Ada Lovelace", headers={"HTTP_IDEMPOTENCY_KEY": "intent-1"})
+    assert status == 200
+    assert again["external_id"] == appointment.reference
+    assert Appointment.objects.count() == 1
+
+
+def test_the_intent_itself_is_not_taken_as_the_answer_to_a_one_field_question(client, demo_content, registries):
+    """A capability with one free-text field: the intent names no value, so the site asks; the answer to that
+    question may then be the whole message."""
+    from agent_handshake import Capability, Outcome
+
+    def lookup(invocation) -> Outcome:
+        return Outcome({"title": invocation.input["title"]}, answer=f"Looked up {invocation.input['title']}.")
+
+    _, capabilities = registries
+    for capability in list(capabilities):
+        if capability.action_type:  # the only MODE3 capability: routing has one to choose
+            del capabilities._capabilities[capability.name]
+    capabilities.register(Capability(
+        name="title_lookup", description="Find a page by its title.", mode="MODE3", action_type="query",
+        response_types=["application/data"], intent="Look up a page by its title", handler=lookup,
+        input_schema={"type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}},
+        output_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+    ))  # fmt: skip
+    agent = Agent(client)
+    status, reply = agent.send("intent_request", "Look up a page by its title")
+    assert status == 200, reply
+    assert reply["flow_type"] == "information_request"
+    assert reply["required_fields"] == ["title"]
+    assert reply["collected_information"] == {}
+    status, reply = agent.send("information_response", "Why gyokuro is shaded")
+    assert reply["flow_type"] == "execution_result"
+    assert reply["result"] == {"title": "Why gyokuro is shaded"}
+
+
+def test_a_refusal_the_client_can_fix_asks_again(client, demo_content):
+    booking = tasting_booking()
+    sunday = datetime.date.fromisoformat(booking["date"])
+    while sunday.weekday() != 6:
+        sunday += datetime.timedelta(days=1)
+    agent = Agent(client, secret=key())
+    agent.send("intent_request", "Book a teaware-consultation")
+    status, reply = agent.send(
+        "information_response", "x", collected_information={"date": sunday.isoformat(), "time": "11:00",
+                                                             "name": "Ada", "email": "ada@example.com"})  # fmt: skip
+    assert status == 200, reply
+    assert reply["flow_type"] == "information_request"
+    assert "Tuesday to Saturday" in reply["message"]
+    assert reply["required_fields"] == ["time"]
+    assert "time" not in reply["collected_information"]
+    # Invalid values are named and asked again; nothing collected before is lost.
+    status, reply = agent.send("information_response", "y", collected_information={"time": "25:99"})
+    assert reply["required_fields"] == ["time"]
+    assert "25:99" in reply["message"]
+    assert reply["collected_information"]["name"] == "Ada"
+    # Unknown fields are refused with their names.
+    status, reply = agent.send("information_response", "z", collected_information={"colour": "green"})
+    assert status == 400
+    assert reply["fields"] == ["collected_information.colour"]
+
+
+def test_an_action_needs_credentials_and_a_refusal_stores_nothing(client, demo_content):
+    agent = Agent(client)
+    status, reply = agent.send("intent_request", "Book a tea-tasting on Saturday")
+    assert status == 401
+    assert reply["flow_type"] == "error"
+    assert reply["status"] == "auth_required"
+    assert not Interaction.objects.filter(interaction_id=agent.interaction_id).exists()
+    agent.secret = key()
+    status, reply = agent.send("intent_request", "Book a tea-tasting on Saturday")
+    assert status == 200
+    assert reply["flow_type"] == "information_request"
+    narrow = Agent(client, secret=key(scopes=["reports"]))
+    status, reply = narrow.send("intent_request", "Book a tea-tasting on Saturday")
+    assert status == 403
+    assert reply["status"] == "forbidden"
+
+
+def test_an_ambiguous_intent_gets_a_clarification_and_the_answer_chooses(client, demo_content, settings):
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}  # every capability is close
+    agent = Agent(client, secret=key())
+    status, reply = agent.send("intent_request", "I need something from the shop")
+    assert status == 200
+    assert reply["flow_type"] == "clarification_request"
+    names = [option["name"] for option in reply["options"]]
+    assert {"check_inventory", "book_appointment"} <= set(names)
+    number = names.index("check_inventory") + 1
+    status, reply = agent.send("information_response", str(number))
+    assert reply["flow_type"] == "information_request"
+    assert reply["required_fields"] == ["product"]
+    status, reply = agent.send("information_response", "LK-TEA-0001")
+    assert reply["flow_type"] == "execution_result"
+    assert reply["result"]["sku"] == "LK-TEA-0001"
+    assert "Chosen by the client" in reply["explicability"][0]["routing_logic"]
+
+
+def test_an_async_intent_is_accepted_and_reported_until_it_ends(client, demo_content):
+    agent = Agent(client, secret=key())
+    status, reply = agent.send("intent_request", "I'd like to speak to a person about a custom blend")
+    assert status == 200, reply
+    assert reply["flow_type"] == "information_response"
+    assert reply["status"] == "accepted"
+    job = Job.objects.get(pk=reply["external_id"])
+    assert job.capability == "escalate_to_human"
+    assert job.protocol == "intentweb"
+    run_job(job.pk)  # what the Celery task does: the desk's capability puts the request on the desk
+    status, reply = agent.send("information_request", "Any news?")
+    assert reply["status"] == "pending"
+    complete_waiting(job.pk, operator_outcome("We can blend it for you: 250 g minimum.", "Mira"))
+    status, reply = agent.send("information_request", "Any news?")
+    assert reply["flow_type"] == "execution_result"
+    assert reply["status"] == "completed"
+    assert "250 g minimum" in reply["message"]
+    assert Interaction.objects.get(interaction_id=agent.interaction_id).status == Interaction.Status.DONE
+
+
+# --- the rules of §3.4 -----------------------------------------------------------------------------------------------
+
+
+def test_flow_rules(client, demo_content):
+    agent = Agent(client)
+    agent.query_hash = "0" * 64
+    status, reply = agent.send("information_response", "hello")  # no intent_request first
+    assert status == 400
+    assert reply["status"] == "unknown_interaction"
+    agent3 = Agent(client, secret=key())
+    agent3.send("intent_request", "Track my order")
+    status, reply = agent3.send("intent_request", "Track my order again")
+    assert status == 409
+    assert reply["status"] == "interaction_started"
+    status, reply = agent3.send("execution_result", "done")
+    assert status == 400
+    assert reply["status"] == "invalid_flow"
+    wrong = agent3.envelope("information_response", "LK-10001")
+    wrong["attribution"]["query_hash"] = "0" * 64
+    status, reply = agent3.post(wrong)
+    assert status == 400
+    assert reply["status"] == "query_hash_mismatch"
+    # Another client may not continue it.
+    intruder = Agent(client, secret=key())
+    intruder.interaction_id, intruder.query_hash = agent3.interaction_id, agent3.query_hash
+    status, reply = intruder.send("information_response", "LK-10001")
+    assert status == 409
+    assert reply["status"] == "interaction_in_use"
+    # The client's error ends it.
+    status, reply = agent3.send("error", "The user changed their mind.")
+    assert status == 200
+    assert reply["flow_type"] == "error"
+    assert reply["status"] == "closed"
+    status, reply = agent3.send("information_response", "LK-10001")
+    assert status == 409
+    assert reply["status"] == "interaction_closed"
+
+
+def test_a_first_message_must_hash_to_its_query_hash(client, demo_content):
+    agent = Agent(client)
+    body = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?")
+    body["message"] = "Is LK-TEA-0002 in stock?"  # changed after hashing and signing
+    status, reply = agent.post(body)
+    assert status == 400
+    assert reply["status"] == "query_hash_mismatch"
+    assert reply["fields"] == ["attribution.query_hash"]
+
+
+def test_replayed_nonces_and_stale_timestamps_are_refused(client, demo_content):
+    agent = Agent(client)
+    body = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?")
+    status, _ = agent.post(body)
+    assert status == 200
+    status, reply = agent.post(body)
+    assert status == 401
+    assert reply["flow_type"] == "error"
+    assert reply["status"] == "replayed_nonce"
+    late = Agent(client)
+    status, reply = late.send("intent_request", "Is LK-TEA-0001 in stock?", timestamp=now(-3600))
+    assert status == 401
+    assert reply["status"] == "stale_timestamp"
+    status, reply = late.send("intent_request", "Is LK-TEA-0001 in stock?", timestamp=now(+3600))
+    assert status == 401
+    assert not Interaction.objects.filter(interaction_id=late.interaction_id).exists()
+
+
+def test_chain_entries_of_registered_actors_must_verify(client, demo_content):
+    agent = Agent(client, actor_id="https://assistant.example/v2")
+    TrustedActorKey.objects.create(actor_id=agent.actor_id, public_key=agent.public_key, label="Assistant v2")
+    status, reply = agent.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert status == 200
+    assert "verified with its registered key" in reply["explicability"][0]["assumptions"][0]
+    forger = Agent(client, actor_id="https://assistant.example/v2")  # same actor_id, another key
+    status, reply = forger.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert status == 401
+    assert reply["status"] == "signature_invalid"
+    assert reply["fields"] == ["attribution.chain.0.signature"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"protocol_version": "1.0"},
+        {"protocol_version": "2.0", "flow_type": "intent_request", "message": "x", "interaction_id": "a",
+         "attribution": {"query_hash": "0" * 64, "nonce": "n" * 16, "timestamp": "2026-01-01T00:00:00Z",
+                         "chain": []}},
+        {"protocol_version": "1.0", "flow_type": "shout", "message": "x", "interaction_id": "a",
+         "attribution": {"query_hash": "0" * 64, "nonce": "n" * 16, "timestamp": "2026-01-01T00:00:00Z",
+                         "chain": []}},
+        {"protocol_version": "1.0", "flow_type": "intent_request", "message": "x", "interaction_id": "a",
+         "attribution": {"query_hash": "0" * 64, "nonce": "n" * 16, "timestamp": "yesterday", "chain": []}},
+    ],
+)  # fmt: skip
+def test_malformed_envelopes_get_an_error_envelope(client, body):
+    agent = Agent(client)
+    status, reply = agent.post(body)
+    assert status == 400
+    assert reply["flow_type"] == "error"
+    assert reply["status"] == "invalid_request"
+    response = client.post("/intent", b"{not json", content_type="application/json")
+    assert response.status_code == 400
+    agent.check(response.json())
+
+
+def test_an_async_intents_callback_gets_the_signed_final_envelope(client, demo_content):
+    from tests.test_callbacks import Receiver
+
+    receiver = Receiver().start()
+    try:
+        agent = Agent(client, secret=key())
+        hook = receiver.url("/intent-hook")
+        _, reply = agent.send("intent_request", "Can a person help me with a custom order?", callback_url=hook)
+        assert reply["status"] == "accepted", reply
+        job = Job.objects.get(pk=reply["external_id"])
+        assert job.callback_url == hook
+        run_job(job.pk)
+        complete_waiting(job.pk, operator_outcome("Yes: write to wholesale@lanternkettle.example.", "Mira"))
+        deliver_callback(job.pk)  # what the Celery task does once the job is done
+        (request,) = receiver.requests
+        posted = json.loads(request["body"])
+        agent.check(posted)  # a valid envelope, signed by the site
+        assert posted["flow_type"] == "execution_result"
+        assert posted["interaction_id"] == agent.interaction_id
+        assert posted["attribution"]["query_hash"] == agent.query_hash
+        assert "wholesale@lanternkettle.example" in posted["message"]
+    finally:
+        receiver.stop()
+
+
+def test_the_page_checks_csrf_binds_interactions_to_the_session_and_has_only_its_scopes(demo_content):
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    page = browser.get("/intent-ui/")
+    assert page.status_code == 200
+    assert b'<label for="message">' in page.content
+    token = browser.cookies["csrftoken"].value
+
+    def say(who, body, **headers):
+        response = who.post("/intent-ui/message", json.dumps(body), content_type="application/json", **headers)
+        return response.status_code, response.json()
+
+    status, reply = say(browser, {"message": "Book a tea-tasting"})
+    assert status == 403
+    assert reply["status"] == "csrf_failed"
+    status, reply = say(browser, {"message": "Book a tea-tasting"}, HTTP_X_CSRFTOKEN=token)
+    assert status == 200, reply
+    assert reply["flow_type"] == "information_request"  # INTENT_UI_SCOPES allows booking (tests/settings.py)
+    interaction_id = reply["interaction_id"]
+    # Another browser cannot continue it.
+    other = Client(enforce_csrf_checks=True)
+    other.get("/intent-ui/")
+    status, reply = say(other, {"interaction_id": interaction_id, "message": "Ada"},
+                        HTTP_X_CSRFTOKEN=other.cookies["csrftoken"].value)  # fmt: skip
+    assert status == 403
+    assert reply["status"] == "interaction_in_use"
+    # Outside the page's scopes: order lookups need the "orders" scope the tests do not give it.
+    status, reply = say(browser, {"message": "Where is my order LK-10001? ada@example.com"}, HTTP_X_CSRFTOKEN=token)
+    assert status == 403
+    assert reply["status"] == "forbidden"
