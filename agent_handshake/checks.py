@@ -270,8 +270,10 @@ def _check_setting_values() -> list[Error]:
                 hint="A cosine similarity, 0 <= floor < 1 (0: off), or None for the embedding model's own.",
             )
         )
-    if not isinstance(app_settings.INTENT_MAX_SKEW, int) or app_settings.INTENT_MAX_SKEW < 1:
-        errors.append(_setting_error("INTENT_MAX_SKEW", f"is {app_settings.INTENT_MAX_SKEW!r}.", hint="Seconds, >= 1."))
+    for name in ("INTENT_MAX_SKEW", "INTENT_RETENTION_SECONDS"):
+        value = getattr(app_settings, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            errors.append(_setting_error(name, f"is {value!r}.", hint="Seconds, >= 1."))
     for name in ("ROUTING_MIN_SCORE", "ROUTING_MARGIN"):
         value = getattr(app_settings, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:

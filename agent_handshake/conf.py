@@ -160,6 +160,9 @@ DEFAULTS: dict[str, Any] = {
     # IntentWeb (POST /intent): an envelope's attribution timestamp must be within this many seconds of the
     # server's clock, and its nonce unused within that window.
     "INTENT_MAX_SKEW": 300,
+    # IntentWeb interactions (what was asked and collected: personal data) are deleted after this many seconds
+    # without activity, by the cleanup_sessions beat task and `manage.py agent_cleanup_sessions`.
+    "INTENT_RETENTION_SECONDS": 7 * 86400,
     # The scopes of the key /intent-ui/ acts with for people (who have none): which protected capabilities the
     # page may run. Empty: only those that need no key. The demo allows ["book_appointment", "orders"].
     "INTENT_UI_SCOPES": [],

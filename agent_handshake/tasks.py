@@ -33,9 +33,12 @@ def index_object(app_label: str, model_name: str, pk: str) -> str:
 
 @shared_task(name="agent_handshake.cleanup_sessions", ignore_result=True)
 def cleanup_sessions() -> int:
-    """Delete converse sessions idle for longer than the session timeout."""
+    """Delete converse sessions idle for longer than the session timeout, and IntentWeb interactions and nonces
+    past their retention."""
     from .concierge.conversation import delete_expired_sessions
+    from .intentweb.flows import delete_expired
 
+    delete_expired()
     return delete_expired_sessions()
 
 

@@ -68,6 +68,7 @@ def test_w001_unknown_key():
         {"RELEVANCE_FLOOR": 1.5},
         {"RELEVANCE_FLOOR": "0.3"},
         {"INTENT_MAX_SKEW": 0},
+        {"INTENT_RETENTION_SECONDS": -1},
         {"ROUTING_MARGIN": 2.0},
         {"INTENT_UI_SCOPES": "orders"},
     ],

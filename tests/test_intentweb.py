@@ -513,3 +513,20 @@ def test_the_page_checks_csrf_binds_interactions_to_the_session_and_has_only_its
     status, reply = say(browser, {"message": "Where is my order LK-10001? ada@example.com"}, HTTP_X_CSRFTOKEN=token)
     assert status == 403
     assert reply["status"] == "forbidden"
+
+
+def test_interactions_past_their_retention_are_deleted(client, demo_content):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    old, recent = Agent(client), Agent(client)
+    old.send("intent_request", "Is LK-TEA-0001 in stock?")
+    recent.send("intent_request", "Is LK-TEA-0002 in stock?")
+    long_ago = timezone.now() - datetime.timedelta(days=8)
+    Interaction.objects.filter(interaction_id=old.interaction_id).update(updated_at=long_ago)
+    out = StringIO()
+    call_command("agent_cleanup_sessions", stdout=out)
+    assert "Deleted 1 expired interaction." in out.getvalue()
+    assert list(Interaction.objects.values_list("interaction_id", flat=True)) == [recent.interaction_id]

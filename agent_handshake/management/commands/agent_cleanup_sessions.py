@@ -5,11 +5,17 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from ...concierge.conversation import delete_expired_sessions
+from ...intentweb.flows import delete_expired
 
 
 class Command(BaseCommand):
-    help = "Delete converse sessions idle for longer than SESSION_IDLE_SECONDS (also a Celery task for beat)."
+    help = (
+        "Delete converse sessions idle for longer than SESSION_IDLE_SECONDS, and IntentWeb interactions idle for "
+        "longer than INTENT_RETENTION_SECONDS (also a Celery task for beat)."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         deleted = delete_expired_sessions()
+        interactions, _ = delete_expired()
         self.stdout.write(f"Deleted {deleted} expired session{'s' if deleted != 1 else ''}.")
+        self.stdout.write(f"Deleted {interactions} expired interaction{'s' if interactions != 1 else ''}.")
