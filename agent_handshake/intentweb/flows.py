@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from rest_framework.request import Request
 
 from ..concierge import calls, errors, jobs, routing
@@ -161,6 +161,15 @@ class Turn:
         )
         self.interaction = interaction
         route = routing.route(envelope.message, offered())
+        try:
+            with transaction.atomic():  # another request may be starting the same interaction_id right now
+                interaction.save()
+        except IntegrityError:
+            raise errors.Conflict(
+                "This interaction_id is in use: start your interaction with a new one.",
+                code="interaction_in_use",
+                status=409,
+            ) from None
         if route.chosen is None:
             interaction.status = Interaction.Status.CLARIFYING
             interaction.candidates = [capability.name for capability in route.candidates]

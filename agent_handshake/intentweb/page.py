@@ -112,7 +112,12 @@ class IntentPageMessageView(IntentView):
         collected = data.get("collected_information") or {}
         if not isinstance(collected, dict):
             raise errors.InvalidInput("collected_information must be an object.", fields=["collected_information"])
-        session = request._request.session
+        session = getattr(request._request, "session", None)
+        if session is None:
+            raise errors.Unavailable(
+                "The intent page needs Django's sessions (django.contrib.sessions and SessionMiddleware).",
+                code="sessions_missing",
+            )
         mine: list[str] = list(session.get(SESSION_KEY, []))
         interaction_id = data.get("interaction_id")
         if interaction_id is None:
