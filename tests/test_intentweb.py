@@ -352,6 +352,17 @@ def test_an_async_intent_is_accepted_and_reported_until_it_ends(client, demo_con
     assert Interaction.objects.get(interaction_id=agent.interaction_id).status == Interaction.Status.DONE
 
 
+def test_an_interaction_whose_job_was_purged_ends_with_an_error(client, demo_content):
+    agent = Agent(client, secret=key())
+    _, reply = agent.send("intent_request", "I'd like to speak to a person about a custom blend")
+    Job.objects.filter(pk=reply["external_id"]).delete()  # what the retention purge does to old jobs
+    status, reply = agent.send("information_request", "Any news?")
+    assert status == 410
+    assert reply["flow_type"] == "error"
+    assert reply["status"] == "expired"
+    assert Interaction.objects.get(interaction_id=agent.interaction_id).status == Interaction.Status.FAILED
+
+
 # --- the rules of §3.4 -----------------------------------------------------------------------------------------------
 
 

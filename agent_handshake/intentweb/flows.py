@@ -432,7 +432,11 @@ class Turn:
 
     def report(self, interaction: Interaction) -> Reply:
         """How the interaction's job stands; its end ends the interaction."""
-        job = Job.objects.get(pk=interaction.job_id)
+        job = Job.objects.filter(pk=interaction.job_id).first() if interaction.job_id else None
+        if job is None:  # purged after JOB_RETENTION_SECONDS
+            interaction.status = Interaction.Status.FAILED
+            interaction.save()
+            return Reply("error", "This interaction's job is no longer kept.", status="expired", http_status=410)
         reply = job_reply(job, interaction)
         interaction.save()
         return reply
