@@ -35,10 +35,9 @@ def index_object(app_label: str, model_name: str, pk: str) -> str:
 def cleanup_sessions() -> int:
     """Delete converse sessions idle for longer than the session timeout, and IntentWeb interactions and nonces
     past their retention."""
-    from .concierge.conversation import delete_expired_sessions
-    from .intentweb.flows import delete_expired
+    from .concierge.conversation import delete_expired_interactions, delete_expired_sessions
 
-    delete_expired()
+    delete_expired_interactions()
     return delete_expired_sessions()
 
 

@@ -113,6 +113,19 @@ def delete_expired_sessions() -> int:
     return deleted
 
 
+def delete_expired_interactions() -> tuple[int, int]:
+    """IntentWeb interactions idle for longer than ``INTENT_RETENTION_SECONDS`` (whatever their state: what they
+    collected is personal data), and nonces older than twice the skew window: how many of each were deleted."""
+    from ..models import IntentNonce, Interaction
+
+    now = timezone.now()
+    retention = datetime.timedelta(seconds=app_settings.INTENT_RETENTION_SECONDS)
+    interactions, _ = Interaction.objects.filter(updated_at__lt=now - retention).delete()
+    window = datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
+    nonces, _ = IntentNonce.objects.filter(created_at__lt=now - window).delete()
+    return interactions, nonces
+
+
 ORDINALS = {
     "first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4,
     "fifth": 5, "5th": 5, "last": -1, "latter": -1, "former": 1,

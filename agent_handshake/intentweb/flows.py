@@ -35,7 +35,6 @@ from ..concierge import calls, errors, jobs, routing
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
 from ..concierge.invocation import answer_input, check_input
-from ..conf import app_settings
 from ..identity.auth import printable_ascii
 from ..models import Interaction, Job
 from ..registry import Capability, capability_registry
@@ -440,23 +439,6 @@ class Turn:
         reply = job_reply(job, interaction)
         interaction.save()
         return reply
-
-
-def delete_expired() -> tuple[int, int]:
-    """Interactions idle for longer than ``INTENT_RETENTION_SECONDS`` (whatever their state: what they collected
-    is personal data), and nonces older than twice the skew window. Returns how many of each were deleted."""
-    import datetime
-
-    from django.utils import timezone
-
-    from ..models import IntentNonce
-
-    now = timezone.now()
-    retention = datetime.timedelta(seconds=app_settings.INTENT_RETENTION_SECONDS)
-    interactions, _ = Interaction.objects.filter(updated_at__lt=now - retention).delete()
-    window = datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
-    nonces, _ = IntentNonce.objects.filter(created_at__lt=now - window).delete()
-    return interactions, nonces
 
 
 def external_id(capability: Capability, data: dict[str, Any]) -> str | None:

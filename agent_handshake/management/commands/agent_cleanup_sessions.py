@@ -4,8 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ...concierge.conversation import delete_expired_sessions
-from ...intentweb.flows import delete_expired
+from ...concierge.conversation import delete_expired_interactions, delete_expired_sessions
 
 
 class Command(BaseCommand):
@@ -16,6 +15,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         deleted = delete_expired_sessions()
-        interactions, _ = delete_expired()
+        interactions, _ = delete_expired_interactions()
         self.stdout.write(f"Deleted {deleted} expired session{'s' if deleted != 1 else ''}.")
         self.stdout.write(f"Deleted {interactions} expired interaction{'s' if interactions != 1 else ''}.")
