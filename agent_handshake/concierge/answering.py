@@ -184,15 +184,22 @@ class ContentConcierge:
         """Ask which kind of content is meant when a bare topic's best results are split across kinds.
 
         The rule: the query is a bare topic (at most two content words, not phrased as a question), the top
-        four documents come from at least three different registered models, and the best document of the
-        second model scores at least 85 % of the best overall (fused scores are close). A question, a list
-        (``application/feed``) or a filtered search is answered directly.
+        four documents (with any tied with the fourth) come from at least three different registered models, and
+        the best document of the second model scores at least 85 % of the best overall (fused scores are close).
+        A question, a list (``application/feed``) or a filtered search is answered directly.
         """
         if not is_bare_topic(ctx.query) or len(hits) < 3:
             return None
         labels: list[str] = []
         best: dict[str, float] = {}
-        for hit in hits[:4]:
+        # The top four, and any document tied with the fourth (fused scores tie often; which of two tied
+        # documents comes first must not decide whether to ask).
+        top = (
+            [hit for index, hit in enumerate(hits) if index < 4 or hit.score == hits[3].score]
+            if len(hits) > 3
+            else hits
+        )
+        for hit in top:
             if hit.model_label not in best:
                 labels.append(hit.model_label)
                 best[hit.model_label] = hit.score
