@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -10,7 +11,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
+from django.utils.html import format_html, format_html_join
 
+from .concierge import input_pool
 from .models import (
     AgentClient,
     ApiKey,
@@ -19,10 +22,14 @@ from .models import (
     Document,
     Interaction,
     Job,
+    ProposedField,
+    SchemaKeyText,
+    SchemaTemplate,
     SiteProfile,
     TrustedActorKey,
 )
 from .registry import capability_registry, content_registry
+from .schema_templates import templates as schema_templates
 
 
 class ContentSignalOverrideInline(admin.TabularInline):
@@ -325,3 +332,159 @@ class InteractionAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# --- schema templates: editors' key texts, and the keys proposed from what agents put in "other" ----------------
+
+SECURITY_PERMISSION = "agent_handshake.change_security_keys"
+
+
+def may_change_security_keys(request: HttpRequest) -> bool:
+    return request.user.has_perm(SECURITY_PERMISSION)
+
+
+class SchemaKeyTextForm(forms.ModelForm):
+    key_name = forms.ChoiceField(label="key")
+
+    class Meta:
+        model = SchemaKeyText
+        fields = ("key_name", "language", "semantic_description")
+        widgets = {"semantic_description": forms.Textarea(attrs={"rows": 3, "cols": 80})}
+
+
+class SchemaKeyTextFormSet(forms.BaseInlineFormSet):
+    #: Set by :meth:`SchemaKeyTextInline.get_formset`.
+    request: HttpRequest
+    capability: Any = None
+
+    def clean(self) -> None:
+        super().clean()
+        if self.capability is None or may_change_security_keys(self.request):
+            return
+        for form in self.forms:
+            if not form.has_changed() and not (self.can_delete and self._should_delete_form(form)):
+                continue
+            names = {form.cleaned_data.get("key_name"), form.initial.get("key_name")} - {None}
+            guarded = sorted(name for name in names if schema_templates.security_relevant(self.capability, name))
+            if guarded:
+                raise forms.ValidationError(
+                    f"{', '.join(guarded)} {'is' if len(guarded) == 1 else 'are'} security-relevant (identity, "
+                    "payment or access, or the capability needs credentials): changing how agents are told to fill "
+                    "it needs the permission 'Can change security-relevant keys of schema templates'."
+                )
+
+
+class SchemaKeyTextInline(admin.TabularInline):
+    model = SchemaKeyText
+    form = SchemaKeyTextForm
+    formset = SchemaKeyTextFormSet
+    extra = 1
+    verbose_name = "key description written by an editor"
+    verbose_name_plural = (
+        "key descriptions written by editors (blank language: replaces the generated text; otherwise a translation)"
+    )
+
+    def get_formset(self, request: HttpRequest, obj: SchemaTemplate | None = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)
+        capability = capability_registry.get(obj.scenario) if obj is not None else None
+        names = [key["key_name"] for key in (obj.published.get("keys", []) if obj is not None else [])]
+        formset.form.base_fields["key_name"].choices = [(name, name) for name in names]
+        return type(formset.__name__, (formset,), {"request": request, "capability": capability})
+
+
+@admin.register(SchemaTemplate)
+class SchemaTemplateAdmin(admin.ModelAdmin):
+    """One row per scenario (MODE3 capability), made from its declaration: editors refine the key texts, and the
+    template is published again with the next version when they save."""
+
+    list_display = ("scenario", "schema_id", "updated_at")
+    readonly_fields = ("scenario", "schema_id", "updated_at", "template")
+    fields = readonly_fields
+    inlines = [SchemaKeyTextInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a new row would start again at version 1: schema_ids agents hold would name other content
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        for capability in schema_templates.offered():  # a template for every scenario, before editors look
+            schema_templates.current(capability)
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="published template (default language)")
+    def template(self, obj: SchemaTemplate) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(schema_templates.render(obj), indent=2, ensure_ascii=False))
+
+
+@admin.register(ProposedField)
+class ProposedFieldAdmin(admin.ModelAdmin):
+    """Keys proposed from the differential semantic pool. An editor approves one (experimental: published in the
+    template), then promotes it (stable) or retires it; or rejects it. For a capability that needs credentials,
+    each decision needs the permission to change security-relevant keys."""
+
+    list_display = ("name", "capability", "value_type", "status", "fragments", "sources", "filled", "failures",
+                    "created_at")  # fmt: skip
+    list_filter = ("status", "capability")
+    fields = ("capability", "name", "value_type", "description", "status", "fragments", "sources", "example_list",
+              "filled", "failures", "decided_by", "decided_at")  # fmt: skip
+    actions = ["approve", "promote", "retire", "reject"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fixed = ["capability", "status", "fragments", "sources", "example_list", "filled", "failures", "decided_by",
+                 "decided_at"]  # fmt: skip
+        if obj is not None and obj.status != ProposedField.Status.PENDING:
+            fixed += ["name", "value_type"]  # agents may already send it under this name and type
+        return fixed
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = super().has_change_permission(request, obj)
+        if allowed and obj is not None and guarded(obj):
+            return may_change_security_keys(request)
+        return allowed
+
+    @admin.display(description="examples (what agents wrote; for editors only)")
+    def example_list(self, obj: ProposedField) -> str:
+        return format_html_join("", "<p>{}</p>", ((example,) for example in obj.examples)) or "-"
+
+    def decide(self, request: HttpRequest, queryset: Any, start: tuple[str, ...], status: str, verb: str) -> None:
+        done, skipped = 0, []
+        for proposal in queryset:
+            if proposal.status not in start:
+                skipped.append(f"{proposal.name} is {proposal.get_status_display()}")
+            elif guarded(proposal) and not may_change_security_keys(request):
+                skipped.append(f"{proposal.name} belongs to a capability that needs credentials (permission needed)")
+            else:
+                input_pool.decide(proposal, status, request.user)
+                done += 1
+        if done:
+            self.message_user(request, f"{verb.capitalize()} {done} proposed key{'s' if done != 1 else ''}.")
+        if skipped:
+            self.message_user(request, f"Not {verb}: " + "; ".join(skipped) + ".", messages.WARNING)
+
+    @admin.action(description="Approve: publish as experimental")
+    def approve(self, request: HttpRequest, queryset: Any) -> None:
+        self.decide(request, queryset, (ProposedField.Status.PENDING,), ProposedField.Status.EXPERIMENTAL, "approved")
+
+    @admin.action(description="Promote to stable")
+    def promote(self, request: HttpRequest, queryset: Any) -> None:
+        self.decide(request, queryset, (ProposedField.Status.EXPERIMENTAL,), ProposedField.Status.STABLE, "promoted")
+
+    @admin.action(description="Retire (no longer published)")
+    def retire(self, request: HttpRequest, queryset: Any) -> None:
+        self.decide(request, queryset, ProposedField.PUBLISHED, ProposedField.Status.RETIRED, "retired")
+
+    @admin.action(description="Reject")
+    def reject(self, request: HttpRequest, queryset: Any) -> None:
+        self.decide(request, queryset, (ProposedField.Status.PENDING,), ProposedField.Status.REJECTED, "rejected")
+
+
+def guarded(proposal: ProposedField) -> bool:
+    """Whether deciding on a proposal needs the security permission (its capability needs credentials; a
+    capability that is gone counts as one)."""
+    capability = capability_registry.get(proposal.capability)
+    return capability is None or capability.requires_auth

@@ -274,10 +274,19 @@ def _check_setting_values() -> list[Error]:
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             errors.append(_setting_error(name, f"is {value!r}.", hint="Seconds, >= 1."))
-    for name in ("ROUTING_MIN_SCORE", "ROUTING_MARGIN"):
+    for name in ("ROUTING_MIN_SCORE", "ROUTING_MARGIN", "SCHEMA_POOL_SIMILARITY"):
         value = getattr(app_settings, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:
             errors.append(_setting_error(name, f"is {value!r}.", hint="A cosine similarity, between -1 and 1."))
+    for name, least in (
+        ("SCHEMA_POOL_MIN_FRAGMENTS", 2),
+        ("SCHEMA_POOL_MIN_SOURCES", 1),
+        ("SCHEMA_POOL_MIN_SPAN_SECONDS", 0),
+        ("SCHEMA_POOL_RETENTION_SECONDS", 1),
+    ):
+        value = getattr(app_settings, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            errors.append(_setting_error(name, f"is {value!r}.", hint=f"A whole number, >= {least}."))
     scopes = app_settings.INTENT_UI_SCOPES
     if not isinstance(scopes, (list, tuple)) or not all(isinstance(scope, str) for scope in scopes):
         errors.append(_setting_error("INTENT_UI_SCOPES", f"is {scopes!r}.", hint='A list of scopes: ["orders"].'))

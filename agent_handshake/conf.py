@@ -170,6 +170,15 @@ DEFAULTS: dict[str, Any] = {
     # are both offered in a clarification.
     "ROUTING_MIN_SCORE": 0.2,
     "ROUTING_MARGIN": 0.03,
+    # Schema templates' differential semantic pool (free text agents sent in a template's "other" key): fragments
+    # whose embeddings are at least SIMILARITY (cosine) apart join one cluster; a cluster of MIN_FRAGMENTS from
+    # MIN_SOURCES distinct senders (API keys or networks), spread over at least MIN_SPAN_SECONDS, becomes a proposed
+    # key for editors. Fragments that joined no proposal are deleted after RETENTION_SECONDS.
+    "SCHEMA_POOL_SIMILARITY": 0.6,
+    "SCHEMA_POOL_MIN_FRAGMENTS": 5,
+    "SCHEMA_POOL_MIN_SOURCES": 3,
+    "SCHEMA_POOL_MIN_SPAN_SECONDS": 3600,
+    "SCHEMA_POOL_RETENTION_SECONDS": 90 * 86400,
     # Per API key and capability for "action" and "async" capabilities without a rate_limit of their own (§11.2).
     "ACTION_RATE_LIMIT": "30/minute",
     # How long the first response to an Idempotency-Key is kept (seconds).

@@ -72,7 +72,9 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
         f"Questions in natural language (NLWeb v0.54): POST {base_url + reverse('agent_handshake:nlweb_ask')}."
         + (
             " Intents (bookings, orders, quotes; IntentWeb 1.0): "
-            f"{base_url + reverse('agent_handshake:intent_manifest')}."
+            f"{base_url + reverse('agent_handshake:intent_manifest')}. The same capabilities as typed schema "
+            "templates (draft-zhou-structured-data-schema-interaction): "
+            f"{base_url + reverse('agent_handshake:schema_templates')}."
             if any(c.mode == "MODE3" and c.handler is not None for c in capability_registry.available())
             else ""
         )

@@ -191,6 +191,8 @@ OPENAPI_VERSION = "3.1.0"
 #: IntentWeb: the protocol_version we speak and the attribution profile we sign and verify with (intentweb.attribution).
 INTENTWEB_VERSION = "1.0"
 INTENTWEB_ATTRIBUTION_PROFILE = "ahp-intentweb-ed25519-jcs-v1"
+#: The draft the schema templates front door implements (agent.json's integrations.schema_templates).
+SCHEMA_TEMPLATES_SPEC = "draft-zhou-structured-data-schema-interaction-00"
 MODES = ("MODE1", "MODE2", "MODE3")
 ACTION_TYPES = ("query", "action", "async")
 

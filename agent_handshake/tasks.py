@@ -33,11 +33,13 @@ def index_object(app_label: str, model_name: str, pk: str) -> str:
 
 @shared_task(name="agent_handshake.cleanup_sessions", ignore_result=True)
 def cleanup_sessions() -> int:
-    """Delete converse sessions idle for longer than the session timeout, and IntentWeb interactions and nonces
-    past their retention."""
+    """Delete converse sessions idle for longer than the session timeout, IntentWeb interactions and nonces past
+    their retention, and schema template fragments that joined no proposal within theirs."""
     from .concierge.conversation import delete_expired_interactions, delete_expired_sessions
+    from .concierge.input_pool import forget_expired
 
     delete_expired_interactions()
+    forget_expired()
     return delete_expired_sessions()
 
 
@@ -72,3 +74,20 @@ def recover_jobs() -> dict[str, int]:
     from .concierge.jobs import recover
 
     return recover()
+
+
+@shared_task(
+    name="agent_handshake.update_input_pool",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    autoretry_for=(EmbeddingUnavailable,),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    max_retries=8,
+)
+def update_input_pool(capability: str) -> int:
+    """Cluster a capability's new free-text fragments (schema templates' ``other``); how many keys it proposed."""
+    from .concierge.input_pool import update
+
+    return len(update(capability))

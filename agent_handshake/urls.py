@@ -19,6 +19,9 @@ Every path the app serves, in one place:
 ``GET /intentmanifest.yaml``            the IntentWeb manifest (``agent_handshake:intent_manifest``)
 ``POST /intent``                        IntentWeb intents, its ``intent_endpoint`` (``agent_handshake:intent``)
 ``GET /intent-ui/``                     the same intents for people (``agent_handshake:intent_ui``)
+``GET|POST /schema-templates``          schema templates: the scenarios, get_schema_template and structured
+                                        submissions (``agent_handshake:schema_templates``)
+``GET /schema-templates/<scenario>``    one scenario's template (``agent_handshake:schema_template``)
 ``/.well-known/oauth-protected-resource/mcp``
                                         how to authenticate at /mcp, RFC 9728 (``...:mcp_resource_metadata``)
 ======================================  =========================================================
@@ -35,6 +38,7 @@ from .intentweb.views import IntentView
 from .mcp.views import MCPView, ProtectedResourceMetadataView
 from .nlweb.views import AskView, AwaitView
 from .openapi.views import APIDocsAssetView, APIDocsView, OpenAPIView
+from .schema_templates.views import SchemaTemplatesView, SchemaTemplateView
 
 app_name = "agent_handshake"
 
@@ -53,6 +57,8 @@ urlpatterns = [
     path("intent", IntentView.as_view(), name="intent"),
     path("intent-ui/", IntentPageView.as_view(), name="intent_ui"),
     path("intent-ui/message", IntentPageMessageView.as_view(), name="intent_ui_message"),
+    path("schema-templates", SchemaTemplatesView.as_view(), name="schema_templates"),
+    path("schema-templates/<str:scenario>", SchemaTemplateView.as_view(), name="schema_template"),
     path("openapi.json", OpenAPIView.as_view(), name="openapi"),
     path("agent/api-docs/", APIDocsView.as_view(), name="api_docs"),
     path("agent/api-docs/<str:name>", APIDocsAssetView.as_view(), name="api_docs_asset"),

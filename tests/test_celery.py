@@ -109,3 +109,56 @@ def test_a_saved_object_is_indexed_by_a_worker(broker, tmp_path):
             worker.kill()
             output, _ = worker.communicate()
     assert "Traceback" not in output, output
+
+
+POOL_SCRIPT = """
+import datetime
+import django
+django.setup()
+from django.conf import settings
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+from agent_handshake.concierge import input_pool
+from agent_handshake.concierge.conversation import Owner
+from agent_handshake.models import UnmappedFragment
+texts = ["a gift box please", "could you gift wrap it", "wrapped as a gift", "gift wrapping for my mother",
+         "put it in a gift box"]
+with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "INDEX_ON_SAVE": "celery"}):
+    with transaction.atomic():  # each record queues the pool's update for when this commits
+        for number, text in enumerate(texts):
+            fragment = input_pool.record("check_inventory", text, Owner(None, f"198.51.{number % 3}.7"))
+            earlier = timezone.now() - datetime.timedelta(hours=number)  # over the default hour's span
+            UnmappedFragment.objects.filter(pk=fragment.pk).update(created_at=earlier)
+"""
+
+
+def test_the_input_pool_is_clustered_by_a_worker(tmp_path):
+    """Schema templates' ``other`` texts, recorded in another process, become a proposed key on a real worker."""
+    from agent_handshake.models import ProposedField, UnmappedFragment
+
+    (tmp_path / "queue").mkdir()
+    env = worker_env("filesystem://", tmp_path)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool", "solo", "--loglevel", "WARNING",
+         "-Q", env["AGENT_HANDSHAKE_TEST_QUEUE"], "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        subprocess.run([sys.executable, "-c", POOL_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not ProposedField.objects.exists():
+            time.sleep(0.3)
+        proposal = ProposedField.objects.get(capability="check_inventory")
+        assert proposal.status == ProposedField.Status.PENDING
+        assert (proposal.fragments, proposal.sources) == (5, 3)
+        assert "gift" in proposal.name
+        assert not UnmappedFragment.objects.filter(embedding=None).exists()
+    finally:
+        worker.terminate()
+        try:
+            output, _ = worker.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            output, _ = worker.communicate()
+    assert "Traceback" not in output, output

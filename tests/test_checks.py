@@ -71,6 +71,11 @@ def test_w001_unknown_key():
         {"INTENT_RETENTION_SECONDS": -1},
         {"ROUTING_MARGIN": 2.0},
         {"INTENT_UI_SCOPES": "orders"},
+        {"SCHEMA_POOL_SIMILARITY": 1.5},
+        {"SCHEMA_POOL_MIN_FRAGMENTS": 1},
+        {"SCHEMA_POOL_MIN_SOURCES": "3"},
+        {"SCHEMA_POOL_MIN_SPAN_SECONDS": -1},
+        {"SCHEMA_POOL_RETENTION_SECONDS": 0},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):

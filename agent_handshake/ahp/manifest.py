@@ -34,8 +34,15 @@ def _path(name: str) -> str | None:
 
 
 def integrations() -> dict[str, Any]:
-    """§4.4: the MCP server and the OpenAPI document, once they are routed (both come with the app's URLs)."""
-    from ..registry import INTENTWEB_ATTRIBUTION_PROFILE, INTENTWEB_VERSION, MCP_VERSIONS, OPENAPI_VERSION
+    """§4.4: the MCP server and the OpenAPI document, once they are routed (both come with the app's URLs), and
+    our other front doors for capabilities: IntentWeb and schema templates."""
+    from ..registry import (
+        INTENTWEB_ATTRIBUTION_PROFILE,
+        INTENTWEB_VERSION,
+        MCP_VERSIONS,
+        OPENAPI_VERSION,
+        SCHEMA_TEMPLATES_SPEC,
+    )
 
     found: dict[str, Any] = {}
     if mcp := _path("mcp"):
@@ -54,6 +61,8 @@ def integrations() -> dict[str, Any]:
             found["intentweb"]["public_key"] = site_public_key()
         except ImproperlyConfigured:
             logger.exception("The site key cannot be loaded: the manifest publishes no public key")
+    if (templates := _path("schema_templates")) and offers_intents():
+        found["schema_templates"] = {"url": templates, "spec": SCHEMA_TEMPLATES_SPEC}
     return found
 
 

@@ -36,8 +36,10 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from ..registry import Capability, capability_registry
+from . import errors
 
 if TYPE_CHECKING:
+    from ..identity.auth import Credentials
     from ..models import AgentClient, ApiKey, Job
 
 DEFAULT_RESPONSE_TYPES = {
@@ -160,6 +162,18 @@ def capability(
         return func
 
     return decorator
+
+
+def authorize(capability: Capability, credentials: Credentials | None) -> None:
+    """Refuse a call of ``capability`` that lacks the credentials it needs (401) or whose key lacks its scope (403)."""
+    if not capability.requires_auth:
+        return
+    if credentials is None:
+        raise errors.AuthRequired(f"The capability {capability.name!r} requires authentication.")
+    if not credentials.key.allows(capability.scope):
+        raise errors.Forbidden(
+            f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires."
+        )
 
 
 # --- input ------------------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from ..intentweb import openapi as intentweb_openapi
 from ..mcp import openapi as mcp_openapi
 from ..nlweb import openapi as nlweb_openapi
 from ..registry import AHP_VERSION, OPENAPI_VERSION
+from ..schema_templates import openapi as schema_templates_openapi
 from ..views import RobotsTxtView
 from . import extensions  # noqa: F401 - registers the security schemes
 
@@ -44,6 +45,7 @@ COMPONENTS = {
     **nlweb_openapi.COMPONENTS,
     **mcp_openapi.COMPONENTS,
     **intentweb_openapi.COMPONENTS,
+    **schema_templates_openapi.COMPONENTS,
 }
 #: Our views that are not protocol endpoints (the document itself, its browsable reference).
 UNDOCUMENTED = ("agent_handshake.openapi.",)

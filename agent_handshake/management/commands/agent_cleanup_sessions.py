@@ -5,12 +5,14 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from ...concierge.conversation import delete_expired_interactions, delete_expired_sessions
+from ...concierge.input_pool import forget_expired
 
 
 class Command(BaseCommand):
     help = (
         "Delete converse sessions idle for longer than SESSION_IDLE_SECONDS, and IntentWeb interactions idle for "
-        "longer than INTENT_RETENTION_SECONDS (also a Celery task for beat)."
+        "longer than INTENT_RETENTION_SECONDS, and schema template fragments that joined no proposed key within "
+        "SCHEMA_POOL_RETENTION_SECONDS (also a Celery task for beat)."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -18,3 +20,5 @@ class Command(BaseCommand):
         interactions, _ = delete_expired_interactions()
         self.stdout.write(f"Deleted {deleted} expired session{'s' if deleted != 1 else ''}.")
         self.stdout.write(f"Deleted {interactions} expired interaction{'s' if interactions != 1 else ''}.")
+        fragments = forget_expired()
+        self.stdout.write(f"Deleted {fragments} expired input fragment{'s' if fragments != 1 else ''}.")

@@ -1,0 +1,364 @@
+"""Schema templates (draft-zhou-structured-data-schema-interaction-00 §4): a MODE3 capability's input as typed keys
+with semantic descriptions, and the checks a structured payload must pass before the concierge runs it.
+
+A capability is a *scenario*; its template is built from what the site already declares, never declared again:
+
+- one key per ``input_schema`` property: ``key_type`` its JSON type, ``required`` from the schema, ``default_value``
+  its ``default``, and a ``semantic_description`` written from its description, allowed values, format, pattern
+  and bounds, unless an editor wrote one (``SchemaKeyText`` in the admin, per language);
+- the proposed keys editors approved (``ProposedField``, ``experimental`` then ``stable``: the draft's two-phase
+  lifecycle), marked with ``lifecycle``;
+- the reserved ``other`` key, last, in every template.
+
+The template is published in a :class:`~agent_handshake.models.SchemaTemplate` row: :func:`publish` rebuilds it
+and raises its version when anything in it changed (an editor's text, a proposal's status, or, noticed on first
+use after a deploy, the capability's declaration), so ``schema_id`` (``<scenario>_v<version>``) names one content.
+Reading a template, or checking a payload, costs one query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from ..concierge import errors
+from ..models import ProposedField, SchemaKeyText, SchemaTemplate
+from ..registry import Capability, capability_registry
+
+OTHER = "other"
+SCHEMA_ID = re.compile(r"^(?P<scenario>[A-Za-z0-9_.-]{1,64})_v(?P<version>[1-9][0-9]{0,8})$")
+JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
+OTHER_DESCRIPTION = (
+    "Escape valve for what the user asked that no other key can hold, in a few plain words (at most 1000 "
+    "characters). The site reads it to improve this template and never acts on it. Example mapping: 'and please "
+    "call me before' -> 'call before'."
+)
+FORMATS = {
+    "date": "a date, ISO 8601 (YYYY-MM-DD)",
+    "date-time": "a date and time, ISO 8601 with its UTC offset (2026-05-04T09:00:00+02:00)",
+    "time": "a time of day, HH:MM",
+    "email": "an email address",
+    "uri": "an absolute URL",
+}
+#: Words of a key's name that make it about identity, payment or access: changing how such a key is described
+#: needs the ``change_security_keys`` permission (§8: schema updates touching security-relevant keys need
+#: authorisation).
+SECURITY_WORDS = frozenset(
+    "email mail password passcode pin payment pay card iban account token secret auth identity phone address "
+    "ssn".split()
+)
+
+
+def offered() -> list[Capability]:
+    """The scenarios: MODE3 capabilities on offer that declare their input."""
+    return [
+        c
+        for c in capability_registry.available()
+        if c.mode == "MODE3" and c.handler is not None and c.action_type and c.input_schema is not None
+    ]
+
+
+def scenario(name: str) -> Capability:
+    capability = next((c for c in offered() if c.name == name), None)
+    if capability is None:
+        raise errors.NotFound(
+            f"No scenario is named {name!r}.",
+            code="unknown_scenario",
+            available_scenarios=[c.name for c in offered()],
+        )
+    return capability
+
+
+# --- keys from the input schema -----------------------------------------------------------------------------------
+
+
+def key_type(spec: dict[str, Any]) -> str:
+    declared = spec.get("type", "string")
+    if isinstance(declared, list):
+        declared = next((t for t in declared if t != "null"), "string")
+    return declared if declared in JSON_TYPES else "string"
+
+
+def described(name: str, spec: dict[str, Any]) -> str:
+    """A property's meaning in words, from its JSON Schema: what the draft's ``semantic_description`` carries."""
+    text = str(spec.get("description") or spec.get("title") or name.replace("_", " ").capitalize()).rstrip(".")
+    parts = [text + "."]
+    if "enum" in spec:
+        parts.append("Acceptable values: " + ", ".join(json.dumps(value) for value in spec["enum"]) + ".")
+    if spec.get("format") in FORMATS:
+        parts.append(f"Format: {FORMATS[spec['format']]}.")
+    elif "pattern" in spec:
+        parts.append(f"Must match the regular expression {spec['pattern']}.")
+    low, high = spec.get("minimum"), spec.get("maximum")
+    if low is not None and high is not None:
+        parts.append(f"Range: {low} to {high}.")
+    elif low is not None:
+        parts.append(f"At least {low}.")
+    elif high is not None:
+        parts.append(f"At most {high}.")
+    if "maxLength" in spec:
+        parts.append(f"At most {spec['maxLength']} characters.")
+    items = spec.get("items")
+    if key_type(spec) == "array" and isinstance(items, dict):
+        if key_type(items) == "object" and isinstance(items.get("properties"), dict):
+            inner = ", ".join(f"{k} ({key_type(v)})" for k, v in items["properties"].items() if isinstance(v, dict))
+            parts.append(f"A list of objects with the keys {inner}.")
+        else:
+            parts.append(f"A list of {key_type(items)} values.")
+        if "minItems" in spec or "maxItems" in spec:
+            parts.append(f"Between {spec.get('minItems', 0)} and {spec.get('maxItems', 'any number of')} items.")
+    return " ".join(parts)
+
+
+def security_relevant(capability: Capability, key_name: str) -> bool:
+    """Whether a key is security-relevant: every key of a capability that needs credentials (its keys steer
+    what runs under them), and elsewhere a key about identity, payment or access (:data:`SECURITY_WORDS`, or an
+    email format)."""
+    if capability.requires_auth:
+        return True
+    spec = (capability.input_schema or {}).get("properties", {}).get(key_name, {})
+    return bool(SECURITY_WORDS & set(key_name.lower().split("_"))) or spec.get("format") == "email"
+
+
+def source_digest(capability: Capability) -> str:
+    """What the template takes from the capability's declaration, as a digest (a deploy that changes it)."""
+    declared = [capability.description, capability.input_schema, capability.output_schema]
+    return hashlib.sha256(json.dumps(declared, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def build(capability: Capability, texts: list[SchemaKeyText], proposals: list[ProposedField]) -> dict[str, Any]:
+    """What :class:`SchemaTemplate` publishes: the keys with their default-language descriptions, the editors'
+    translations by language, and the capability's description and output schema."""
+    schema = capability.input_schema or {}
+    required = set(schema.get("required", []))
+    edited = {text.key_name: text.semantic_description for text in texts if not text.language}
+    keys = []
+    for name, spec in schema.get("properties", {}).items():
+        if not isinstance(spec, dict) or name == OTHER:
+            continue
+        keys.append(
+            {
+                "key_name": name,
+                "key_type": key_type(spec),
+                "required": name in required,
+                "default_value": spec.get("default"),
+                "semantic_description": edited.get(name) or described(name, spec),
+            }
+        )
+    declared = {key["key_name"] for key in keys}
+    for proposal in proposals:
+        if proposal.name in declared or proposal.status not in ProposedField.PUBLISHED:
+            continue  # once the site declares the key itself, the declaration wins
+        keys.append(
+            {
+                "key_name": proposal.name,
+                "key_type": proposal.value_type,
+                "required": False,
+                "default_value": None,
+                "semantic_description": edited.get(proposal.name) or proposal.description,
+                "lifecycle": proposal.status,
+            }
+        )
+    keys.append(
+        {
+            "key_name": OTHER,
+            "key_type": "string",
+            "required": False,
+            "default_value": None,
+            "semantic_description": edited.get(OTHER) or OTHER_DESCRIPTION,
+        }
+    )
+    translations: dict[str, dict[str, str]] = {}
+    for text in texts:
+        if text.language:
+            translations.setdefault(text.language.lower(), {})[text.key_name] = text.semantic_description
+    return {
+        "description": capability.description,
+        "keys": keys,
+        "translations": dict(sorted(translations.items())),
+        "response_schema": capability.output_schema,
+    }
+
+
+def digest_of(published: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(published, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def publish(capability: Capability) -> SchemaTemplate:
+    """Rebuild ``capability``'s template; a different content gets the next version."""
+    with transaction.atomic():
+        row, _ = SchemaTemplate.objects.get_or_create(scenario=capability.name)
+        row = SchemaTemplate.objects.select_for_update().get(pk=row.pk)
+        texts = list(row.texts.all())
+        proposals = list(ProposedField.objects.filter(capability=capability.name, status__in=ProposedField.PUBLISHED))
+        published = build(capability, texts, proposals)
+        digest = digest_of(published)
+        changed = digest != row.digest
+        if changed or row.source_digest != source_digest(capability):
+            if changed and row.digest:
+                row.version += 1
+            row.published, row.digest, row.source_digest = published, digest, source_digest(capability)
+            row.save()
+    return row
+
+
+def current(capability: Capability) -> SchemaTemplate:
+    """The published template (one query), rebuilt first if the capability's declaration changed since."""
+    row = SchemaTemplate.objects.filter(scenario=capability.name).first()
+    if row is None or row.source_digest != source_digest(capability) or not row.published:
+        row = publish(capability)
+    return row
+
+
+def language_of(published: dict[str, Any], preferred: str | None) -> tuple[str, dict[str, str]]:
+    """The language to describe the keys in (an editor's translation for ``preferred`` or its primary subtag,
+    else the site's ``LANGUAGE_CODE``) and that language's texts."""
+    translations = published.get("translations") or {}
+    if preferred:
+        tag = preferred.strip().lower().replace("_", "-")
+        for candidate in (tag, tag.split("-")[0]):
+            if candidate in translations:
+                return candidate, translations[candidate]
+    return settings.LANGUAGE_CODE, {}
+
+
+def render(row: SchemaTemplate, preferred_language: str | None = None) -> dict[str, Any]:
+    """The template as the draft's ``get_schema_template`` answers it (§4.1, Appendix A), with our extensions:
+    ``language``, ``description``, ``response_schema`` and a proposed key's ``lifecycle``."""
+    published = row.published
+    language, texts = language_of(published, preferred_language)
+    keys = [{**key, "semantic_description": texts.get(key["key_name"], key["semantic_description"])}
+            for key in published["keys"]]  # fmt: skip
+    template: dict[str, Any] = {
+        "schema_id": row.schema_id,
+        "scenario": row.scenario,
+        "keys": keys,
+        "language": language,
+        "description": published.get("description", ""),
+    }
+    if published.get("response_schema") is not None:
+        template["response_schema"] = published["response_schema"]
+    return template
+
+
+# --- a structured payload -----------------------------------------------------------------------------------------
+
+
+def parse_schema_id(schema_id: Any) -> tuple[Capability, SchemaTemplate]:
+    """The scenario and its current template for a payload's ``schema_id``. Earlier versions of a template are
+    accepted (keys are only ever added or re-described, and a retired key is refused as unknown); a later one,
+    which the site never published, is not."""
+    if not isinstance(schema_id, str) or not (match := SCHEMA_ID.match(schema_id)):
+        raise errors.InvalidInput(
+            "schema_id must name a template as <scenario>_v<version>, as get_schema_template returns it.",
+            code="invalid_schema_id",
+            fields=["schema_id"],
+        )
+    capability = scenario(match["scenario"])
+    row = current(capability)
+    if int(match["version"]) > row.version:
+        raise errors.InvalidInput(
+            f"{schema_id} was never published: the current template is {row.schema_id}.",
+            code="unknown_schema_version",
+            fields=["schema_id"],
+            current_schema_id=row.schema_id,
+        )
+    return capability, row
+
+
+FITS = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+@dataclass
+class Payload:
+    """A payload checked against its template: the capability's input (defaults applied), the ``other`` text,
+    and the values of proposed keys."""
+
+    input: dict[str, Any]
+    other: str = ""
+    proposed: dict[str, Any] = field(default_factory=dict)
+    #: Proposed keys whose value had the wrong type (counted as their validation failures).
+    failed: list[str] = field(default_factory=list)
+
+
+def check_payload(capability: Capability, row: SchemaTemplate, payload: Any) -> Payload:
+    """``payload`` against the template: unknown keys and wrong types refused with the keys named, required
+    keys present, defaults applied (a null counts as not given)."""
+    if not isinstance(payload, dict):
+        raise errors.InvalidInput("payload must be a JSON object of key_name: value.", fields=["payload"])
+    keys = {key["key_name"]: key for key in row.published["keys"]}
+    unknown = sorted(name for name in payload if name not in keys)
+    if unknown:
+        raise errors.InvalidInput(
+            f"payload has keys {row.schema_id} does not define: {', '.join(unknown)} (put what no key holds in "
+            f"{OTHER!r}).",
+            code="unknown_key",
+            fields=[f"payload.{name}" for name in unknown],
+        )
+    given = {name: value for name, value in payload.items() if value is not None}
+    wrong = sorted(name for name, value in given.items() if not FITS[keys[name]["key_type"]](value))
+    if wrong:
+        detail = "; ".join(f"{name} must be a {keys[name]['key_type']}" for name in wrong)
+        error = errors.InvalidInput(
+            f"payload has values of the wrong type: {detail}.",
+            code="invalid_type",
+            fields=[f"payload.{name}" for name in wrong],
+        )
+        error.details["proposed_failed"] = [name for name in wrong if "lifecycle" in keys[name]]
+        raise error
+    missing = [name for name, key in keys.items() if key["required"] and name not in given]
+    if missing:
+        raise errors.MissingInput(
+            f"{row.schema_id} requires: {', '.join(missing)}.", fields=[f"payload.{name}" for name in missing]
+        )
+    checked = Payload(input={})
+    for name, key in keys.items():
+        value = given.get(name, key["default_value"])
+        if value is None:
+            continue
+        if name == OTHER:
+            checked.other = value
+        elif "lifecycle" in key:
+            checked.proposed[name] = value
+        else:
+            checked.input[name] = value
+    if len(checked.other) > 1000:
+        raise errors.InvalidInput(f"payload.{OTHER} is over 1000 characters.", fields=[f"payload.{OTHER}"])
+    # A proposed key's value reaches the capability when its input_schema lets unknown properties through (JSON
+    # Schema's default); the site sees its use in the admin either way.
+    if (capability.input_schema or {}).get("additionalProperties", True) is not False:
+        checked.input.update(checked.proposed)
+    return checked
+
+
+def update_suggestion(pending: list[ProposedField]) -> dict[str, Any] | None:
+    """The draft's ``schema_update_suggestion`` (Appendix A) for keys proposed and not yet decided: they are not
+    accepted in payloads until an editor approves them."""
+    if not pending:
+        return None
+    return {
+        "new_keys": [
+            {
+                "key_name": proposal.name,
+                "key_type": proposal.value_type,
+                "required": False,
+                "default_value": None,
+                "semantic_description": proposal.description,
+                "lifecycle": "proposed",
+            }
+            for proposal in pending
+        ]
+    }
