@@ -774,3 +774,105 @@ class UnmappedFragment(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+# --- verified agent identity (Agent Semantic Protocol DIDs) -------------------------------------------------------
+
+
+class VerifiedAgent(models.Model):
+    """A visiting agent that proved it holds the Ed25519 key its DID names (``identity.handshake``), with the trust
+    it has earned. Its requests are counted, own their sessions and jobs, and are logged as this DID: through
+    :attr:`key`, an API key of its own that no one holds (only session credentials stand for it)."""
+
+    did = models.CharField(_("DID"), max_length=100, unique=True)
+    public_key = models.CharField(_("public key"), max_length=64, validators=[validate_ed25519_public_key])
+    #: What the agent says it is called and can do: hints, shown to operators.
+    agent_id = models.CharField(_("agent id (self-declared)"), max_length=200, blank=True)
+    capabilities = models.JSONField(_("capabilities (self-declared)"), default=list, blank=True)
+    trust = models.FloatField(_("trust"), default=0.5)
+    pinned = models.BooleanField(
+        _("pinned"), default=False, help_text=_("Keep the trust an operator set: requests no longer change it.")
+    )
+    blocked = models.BooleanField(_("blocked"), default=False, help_text=_("Every request of this DID gets 403."))
+    scopes = models.JSONField(
+        _("extra scopes"), default=list, blank=True, help_text=_("Scopes this agent gets beyond its trust tier's.")
+    )
+    key = models.OneToOneField(ApiKey, on_delete=models.PROTECT, related_name="verified_agent", editable=False)
+    created_at = models.DateTimeField(_("first verified"), auto_now_add=True)
+    last_seen_at = models.DateTimeField(_("last verified"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("verified agent")
+        ordering = ["-last_seen_at"]
+
+    def __str__(self) -> str:
+        return self.agent_id or self.did
+
+
+class TrustEvent(models.Model):
+    """One change of a verified agent's trust: the history operators read."""
+
+    agent = models.ForeignKey(VerifiedAgent, on_delete=models.CASCADE, related_name="trust_events")
+    delta = models.FloatField()
+    trust = models.FloatField(_("trust after"))
+    reason = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("trust event")
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.delta:+.2f} ({self.reason})"
+
+
+class PendingHandshake(models.Model):
+    """The first half of a handshake: the agent's key and the challenge the site sent it, until the agent signs it
+    (once, before ``expires_at``)."""
+
+    id = models.CharField(primary_key=True, max_length=43, editable=False)
+    did = models.CharField(max_length=100)
+    public_key = models.CharField(max_length=64)
+    agent_id = models.CharField(max_length=200, blank=True)
+    capabilities = models.JSONField(default=list, blank=True)
+    #: The 32 random bytes the agent must sign (base64url).
+    challenge = models.CharField(max_length=64)
+    #: The agent's own challenge (base64url), kept so a replayed first message is refused.
+    agent_challenge = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class AgentSession(models.Model):
+    """A short-lived credential a verified agent got from a completed handshake (stored as a SHA-256 hash)."""
+
+    agent = models.ForeignKey(VerifiedAgent, on_delete=models.CASCADE, related_name="sessions")
+    token_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("verified agent session")
+
+    def __str__(self) -> str:
+        return f"{self.agent} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+
+class SiteKeyRecord(models.Model):
+    """Every public key the site has spoken with: the current one, and the ones rotated away from, which the
+    manifests keep announcing so that agents holding the old DID learn the new one."""
+
+    did = models.CharField(max_length=100, unique=True)
+    public_key = models.CharField(max_length=64)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("site key")
+        ordering = ["-first_seen_at"]
+
+    def __str__(self) -> str:
+        return self.did
