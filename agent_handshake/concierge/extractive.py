@@ -6,7 +6,8 @@ time about 1-2 min, leaf broken, fine"); headings and emphasis markers are dropp
 and ranges. Each unit is scored against the question:
 
 - the question's content words it holds, each weighted by how rare it is among the candidate units (a word every
-  passage repeats, the topic itself, says little about which sentence answers);
+  passage repeats, the topic itself, says little about which sentence answers); the words of a page's title count
+  for each of its units alike, so the page's sentence that says what is asked leads, not the one restating the topic;
 - what the question asks for: a temperature, a duration, an amount, a price, a date or a year; a unit that holds
   one of those, when asked, is worth two shared words;
 - its passage's rank (the retriever's order breaks near-ties) and a penalty for fragments and run-on units.
@@ -29,7 +30,9 @@ WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 STOPWORDS = frozenset(
     "a about an and are as at be been but by can could did do does for from had has have how i if in into is it "
     "its me more my no not of on or our please should so tell than that the their them then there these they "
-    "this those to us was we were what when where which who why will with would you your".split()
+    "this those to us was we were what when where which who why will with would you your "
+    # Determiners: "from one cup to another" is not about the number one.
+    "all another any each every one some".split()
 )
 #: Words that say what kind of answer is wanted ("how long"), not what it is about.
 QUESTION_WORDS = frozenset({"much", "many", "long"})
@@ -206,9 +209,12 @@ def score(
     unit: Unit, wanted: set[str], weights: dict[str, float], kinds: list[re.Pattern[str]], title: set[str]
 ) -> float:
     shared = wanted & terms(unit.text)
-    value = sum(weights.get(term, 0.0) for term in shared)
-    # The page's title says what the unit is about when the sentence does not repeat it ("the video", "wholesale").
-    value += 0.5 * sum(weights.get(term, 1.0) for term in (wanted & title) - shared)
+    # The page's title says what each of its units is about, whether or not the sentence repeats it ("the video",
+    # "wholesale"): its words count for every unit of the page alike. Among the page's sentences the one holding
+    # the rest of the question (what is asked about the topic) then leads, not the one restating the topic.
+    in_title = wanted & title
+    value = sum(weights.get(term, 0.0) for term in shared - in_title)
+    value += sum(weights.get(term, 1.0) for term in in_title)
     if kinds and any(kind.search(unit.text) for kind in kinds):
         value += 1.5 * max(weights.values(), default=1.0) if shared else 0.5
     value -= 0.08 * unit.passage
