@@ -14,6 +14,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 
 from .concierge import input_pool
+from .identity import trust
 from .models import (
     AgentClient,
     ApiKey,
@@ -27,6 +28,8 @@ from .models import (
     SchemaTemplate,
     SiteProfile,
     TrustedActorKey,
+    TrustEvent,
+    VerifiedAgent,
 )
 from .registry import capability_registry, content_registry
 from .schema_templates import templates as schema_templates
@@ -388,7 +391,10 @@ class SchemaKeyTextInline(admin.TabularInline):
         formset = super().get_formset(request, obj, **kwargs)
         capability = capability_registry.get(obj.scenario) if obj is not None else None
         names = [key["key_name"] for key in (obj.published.get("keys", []) if obj is not None else [])]
-        formset.form.base_fields["key_name"].choices = [(name, name) for name in names]
+        gone = sorted({text.key_name for text in obj.texts.all()} - set(names)) if obj is not None else []
+        formset.form.base_fields["key_name"].choices = [(name, name) for name in names] + [
+            (name, f"{name} (no longer in the template)") for name in gone
+        ]
         return type(formset.__name__, (formset,), {"request": request, "capability": capability})
 
 
@@ -413,9 +419,39 @@ class SchemaTemplateAdmin(admin.ModelAdmin):
             schema_templates.current(capability)
         return super().changelist_view(request, extra_context)
 
+    def save_model(self, request: HttpRequest, obj: SchemaTemplate, form: Any, change: bool) -> None:
+        """Nothing: the row has no field an editor changes (its inlines are saved), and writing the copy this
+        request loaded would undo a publish that committed meanwhile."""
+
     @admin.display(description="published template (default language)")
     def template(self, obj: SchemaTemplate) -> str:
         return format_html("<pre>{}</pre>", json.dumps(schema_templates.render(obj), indent=2, ensure_ascii=False))
+
+
+class ProposedFieldForm(forms.ModelForm):
+    #: Set by :meth:`ProposedFieldAdmin.get_form`.
+    request: HttpRequest
+
+    class Meta:
+        model = ProposedField
+        fields = ("name", "value_type", "description")
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        proposal = self.instance
+        capability = capability_registry.get(proposal.capability)
+        declared = set(((capability.input_schema if capability else None) or {}).get("properties", {}))
+        if name in declared or name == schema_templates.OTHER:
+            raise forms.ValidationError(f"{name!r} is already a key of this template.")
+        if ProposedField.objects.filter(capability=proposal.capability, name=name).exclude(pk=proposal.pk).exists():
+            raise forms.ValidationError(f"Another proposed key of {proposal.capability} is named {name!r}.")
+        guarded_name = capability is not None and schema_templates.security_relevant(capability, name)
+        if guarded_name and not may_change_security_keys(self.request):
+            raise forms.ValidationError(
+                f"{name!r} would be a security-relevant key (identity, payment or access): naming it so needs the "
+                "permission 'Can change security-relevant keys of schema templates'."
+            )
+        return name
 
 
 @admin.register(ProposedField)
@@ -430,9 +466,24 @@ class ProposedFieldAdmin(admin.ModelAdmin):
     fields = ("capability", "name", "value_type", "description", "status", "fragments", "sources", "example_list",
               "filled", "failures", "decided_by", "decided_at")  # fmt: skip
     actions = ["approve", "promote", "retire", "reject"]
+    form = ProposedFieldForm
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"request": request})
+
+    def save_model(self, request: HttpRequest, obj: ProposedField, form: Any, change: bool) -> None:
+        # Only what the editor changed: the pool and the counters write the other columns meanwhile.
+        obj.save(update_fields=[*form.changed_data, "updated_at"] if change else None)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = super().has_delete_permission(request, obj)
+        if allowed and obj is not None and guarded(obj):
+            return may_change_security_keys(request)
+        return allowed
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fixed = ["capability", "status", "fragments", "sources", "example_list", "filled", "failures", "decided_by",
@@ -456,8 +507,8 @@ class ProposedFieldAdmin(admin.ModelAdmin):
         for proposal in queryset:
             if proposal.status not in start:
                 skipped.append(f"{proposal.name} is {proposal.get_status_display()}")
-            elif guarded(proposal) and not may_change_security_keys(request):
-                skipped.append(f"{proposal.name} belongs to a capability that needs credentials (permission needed)")
+            elif not self.has_change_permission(request, proposal):
+                skipped.append(f"{proposal.name} is security-relevant (permission needed)")
             else:
                 input_pool.decide(proposal, status, request.user)
                 done += 1
@@ -466,25 +517,75 @@ class ProposedFieldAdmin(admin.ModelAdmin):
         if skipped:
             self.message_user(request, f"Not {verb}: " + "; ".join(skipped) + ".", messages.WARNING)
 
-    @admin.action(description="Approve: publish as experimental")
+    @admin.action(description="Approve: publish as experimental", permissions=["change"])
     def approve(self, request: HttpRequest, queryset: Any) -> None:
         self.decide(request, queryset, (ProposedField.Status.PENDING,), ProposedField.Status.EXPERIMENTAL, "approved")
 
-    @admin.action(description="Promote to stable")
+    @admin.action(description="Promote to stable", permissions=["change"])
     def promote(self, request: HttpRequest, queryset: Any) -> None:
         self.decide(request, queryset, (ProposedField.Status.EXPERIMENTAL,), ProposedField.Status.STABLE, "promoted")
 
-    @admin.action(description="Retire (no longer published)")
+    @admin.action(description="Retire (no longer published)", permissions=["change"])
     def retire(self, request: HttpRequest, queryset: Any) -> None:
         self.decide(request, queryset, ProposedField.PUBLISHED, ProposedField.Status.RETIRED, "retired")
 
-    @admin.action(description="Reject")
+    @admin.action(description="Reject", permissions=["change"])
     def reject(self, request: HttpRequest, queryset: Any) -> None:
         self.decide(request, queryset, (ProposedField.Status.PENDING,), ProposedField.Status.REJECTED, "rejected")
 
 
 def guarded(proposal: ProposedField) -> bool:
-    """Whether deciding on a proposal needs the security permission (its capability needs credentials; a
-    capability that is gone counts as one)."""
+    """Whether changing or deciding on a proposal needs the security permission: it is security-relevant (its
+    capability needs credentials, or its name is about identity, payment or access); a capability that is gone
+    counts as one."""
     capability = capability_registry.get(proposal.capability)
-    return capability is None or capability.requires_auth
+    return capability is None or schema_templates.security_relevant(capability, proposal.name)
+
+
+# --- verified agents: trust an operator can read, pin, set or block ----------------------------------------------
+
+
+class TrustEventInline(admin.TabularInline):
+    model = TrustEvent
+    fields = ("created_at", "delta", "trust", "reason")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    verbose_name_plural = "trust history (newest first)"
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).order_by("-created_at", "-pk")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(VerifiedAgent)
+class VerifiedAgentAdmin(admin.ModelAdmin):
+    """Agents that proved their DID. An operator may set the trust (recorded in the history), pin it (requests
+    stop changing it), block the DID (every request gets 403) or grant extra scopes."""
+
+    list_display = ("did", "agent_id", "trust", "tier", "pinned", "blocked", "last_seen_at")
+    list_filter = ("blocked", "pinned")
+    search_fields = ("did", "agent_id")
+    fields = ("did", "public_key", "agent_id", "capabilities", "trust", "tier", "pinned", "blocked", "scopes",
+              "created_at", "last_seen_at")  # fmt: skip
+    readonly_fields = ("did", "public_key", "agent_id", "capabilities", "tier", "created_at", "last_seen_at")
+    inlines = [TrustEventInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # an agent is verified by its handshake, not typed in
+
+    @admin.display(description="tier")
+    def tier(self, agent: VerifiedAgent) -> str:
+        return trust.tier_of(agent.trust).name
+
+    def save_model(self, request: HttpRequest, obj: VerifiedAgent, form: Any, change: bool) -> None:
+        if "trust" in form.changed_data:
+            before = VerifiedAgent.objects.get(pk=obj.pk)
+            wanted, obj.trust = obj.trust, before.trust
+            super().save_model(request, obj, form, change)
+            trust.set_by_operator(obj, wanted, request.user.get_username() or "an operator")
+        else:
+            super().save_model(request, obj, form, change)

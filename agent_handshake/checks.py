@@ -168,6 +168,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     return errors
 
 
+def _check_trust_tiers() -> list[Error]:
+    tiers = app_settings.DID_TRUST_TIERS
+    hint = (
+        'A list of {"name": str, "min_trust": 0..1, "rate_limits": "authenticated" or "unauthenticated", '
+        '"scopes": [str]}.'
+    )
+    if not isinstance(tiers, (list, tuple)) or not tiers:
+        return [_setting_error("DID_TRUST_TIERS", f"is {tiers!r}.", hint=hint)]
+    for tier in tiers:
+        ok = (
+            isinstance(tier, dict)
+            and isinstance(tier.get("name"), str)
+            and isinstance(tier.get("min_trust"), (int, float))
+            and not isinstance(tier.get("min_trust"), bool)
+            and 0 <= tier["min_trust"] <= 1
+            and tier.get("rate_limits", "authenticated") in ("authenticated", "unauthenticated")
+            and isinstance(tier.get("scopes", []), (list, tuple))
+            and all(isinstance(scope, str) for scope in tier.get("scopes", []))
+        )
+        if not ok:
+            return [_setting_error("DID_TRUST_TIERS", f"has a bad tier: {tier!r}.", hint=hint)]
+    return []
+
+
 def _check_setting_values() -> list[Error]:
     errors = []
     if app_settings.AUTHENTICATION is not None and app_settings.AUTHENTICATION not in AUTHENTICATION_SCHEMES:
@@ -274,15 +298,19 @@ def _check_setting_values() -> list[Error]:
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             errors.append(_setting_error(name, f"is {value!r}.", hint="Seconds, >= 1."))
-    for name in ("ROUTING_MIN_SCORE", "ROUTING_MARGIN", "SCHEMA_POOL_SIMILARITY"):
+    for name in ("ROUTING_MIN_SCORE", "ROUTING_MARGIN", "ROUTING_CONTENT_MARGIN", "SCHEMA_POOL_SIMILARITY"):
         value = getattr(app_settings, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:
             errors.append(_setting_error(name, f"is {value!r}.", hint="A cosine similarity, between -1 and 1."))
+    errors += _check_trust_tiers()
     for name, least in (
+        ("DID_HANDSHAKE_SECONDS", 1),
+        ("DID_SESSION_SECONDS", 1),
         ("SCHEMA_POOL_MIN_FRAGMENTS", 2),
         ("SCHEMA_POOL_MIN_SOURCES", 1),
         ("SCHEMA_POOL_MIN_SPAN_SECONDS", 0),
         ("SCHEMA_POOL_RETENTION_SECONDS", 1),
+        ("SCHEMA_POOL_UPDATE_SECONDS", 0),
     ):
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:

@@ -150,6 +150,18 @@ DEFAULTS: dict[str, Any] = {
     "CLIENT_IP_FUNCTION": "",
     # MODE3 (AHP §5.3, §8, §9). Signed requests: accepted clock skew (seconds) and replay window.
     "SIGNATURE_MAX_SKEW": 300,
+    # Verified agents (Agent Semantic Protocol DIDs): how long the site's handshake challenge waits for the agent's
+    # signature, and how long the session credential it then gets lasts (seconds).
+    "DID_HANDSHAKE_SECONDS": 120,
+    "DID_SESSION_SECONDS": 3600,
+    # Trust tiers of verified agents, highest first by min_trust: the rate limits (a RATE_LIMITS tier, counted per
+    # DID) and the scopes an agent whose trust reaches min_trust gets. Trust starts at 0.5; +0.05 per accepted
+    # request, -0.02 per refused or failed one. Published in the manifest's rate_limits.verified_agents.
+    "DID_TRUST_TIERS": [
+        {"name": "trusted", "min_trust": 0.7, "rate_limits": "authenticated", "scopes": []},
+        {"name": "verified", "min_trust": 0.3, "rate_limits": "authenticated", "scopes": []},
+        {"name": "probation", "min_trust": 0.0, "rate_limits": "unauthenticated", "scopes": []},
+    ],
     # The site's own Ed25519 key pair (IntentWeb attribution; its public key is published in the manifests).
     # SITE_PRIVATE_KEY: the private key as PEM (PKCS#8) or the base64url of its 32-byte seed, from a secret store
     # or an environment variable; it wins over the file. SITE_KEY_FILE: a PEM file, created (mode 0600) on first
@@ -170,15 +182,22 @@ DEFAULTS: dict[str, Any] = {
     # are both offered in a clarification.
     "ROUTING_MIN_SCORE": 0.2,
     "ROUTING_MARGIN": 0.03,
+    # ... and when a request names no capability (AHP without "capability"), an action capability (MODE3, with an
+    # action_type) competes only if it scores at least the site's content (its best passage) minus CONTENT_MARGIN;
+    # otherwise the request is a question for content_search.
+    "ROUTING_CONTENT_MARGIN": 0.1,
     # Schema templates' differential semantic pool (free text agents sent in a template's "other" key): fragments
     # whose embeddings are at least SIMILARITY (cosine) apart join one cluster; a cluster of MIN_FRAGMENTS from
     # MIN_SOURCES distinct senders (API keys or networks), spread over at least MIN_SPAN_SECONDS, becomes a proposed
-    # key for editors. Fragments that joined no proposal are deleted after RETENTION_SECONDS.
+    # key for editors. Fragments are deleted after RETENTION_SECONDS.
     "SCHEMA_POOL_SIMILARITY": 0.6,
     "SCHEMA_POOL_MIN_FRAGMENTS": 5,
     "SCHEMA_POOL_MIN_SOURCES": 3,
     "SCHEMA_POOL_MIN_SPAN_SECONDS": 3600,
     "SCHEMA_POOL_RETENTION_SECONDS": 90 * 86400,
+    # At most one update (embedding and clustering) of one capability's pool per this many seconds (0: after every
+    # fragment).
+    "SCHEMA_POOL_UPDATE_SECONDS": 30,
     # Per API key and capability for "action" and "async" capabilities without a rate_limit of their own (§11.2).
     "ACTION_RATE_LIMIT": "30/minute",
     # How long the first response to an Idempotency-Key is kept (seconds).

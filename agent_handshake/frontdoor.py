@@ -39,6 +39,7 @@ from .concierge import errors
 from .concierge import limits as ratelimit
 from .concierge.validation import load_object
 from .conf import app_settings
+from .identity import trust
 from .identity.authentication import REALM, AgentKeyAuthentication, CredentialsRefused
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,8 @@ def domain_error(exc: Exception) -> errors.ConciergeError:
     if isinstance(exc, errors.ConciergeError):
         return exc
     if isinstance(exc, CredentialsRefused):
+        if exc.error.status == 403:  # a blocked DID: who it is is known, and refused
+            return errors.Forbidden(exc.error.message, code=exc.error.code)
         return errors.AuthRequired(exc.error.message, code=exc.error.code)
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         return errors.AuthRequired(str(exc.detail))
@@ -183,7 +186,9 @@ class FrontDoorView(APIView, abc.ABC):
             usage = self.counter.add(ratelimit.count_ip(request._request)) if again else self.counter.count_ip()
             message = "Rate limit exceeded for this IP address."
         else:
-            usage = self.counter.add(ratelimit.count_key(request._request, request.auth.rate_key))
+            usage = self.counter.add(
+                ratelimit.count_key(request._request, request.auth.rate_key, request.auth.rate_tier)
+            )
             message = "Rate limit exceeded for this API key."
         if usage.exceeded:
             raise errors.RateLimited(message, scope=usage.public_scope, retry_after=usage.retry_after)
@@ -208,4 +213,8 @@ class FrontDoorView(APIView, abc.ABC):
     def finalize_response(self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)
         counter = getattr(self, "counter", None) or ratelimit.Counter(request._request)
+        credentials = getattr(request, "_auth", None)  # never authenticates here: only what the request did
+        if getattr(credentials, "agent", None) is not None:
+            status = response.status_code
+            trust.record(credentials.agent.pk, status < 400, f"{request.method} {request.path[:120]} -> {status}")
         return counter.headers(response)

@@ -719,8 +719,6 @@ class ProposedField(models.Model):
         REJECTED = "rejected", _("rejected")
 
     PUBLISHED = (Status.EXPERIMENTAL, Status.STABLE)
-    #: Still attracting fragments: a cluster close to it joins it rather than becoming a new proposal.
-    OPEN = (Status.PENDING, Status.EXPERIMENTAL, Status.STABLE)
 
     capability = models.CharField(_("capability"), max_length=64, db_index=True)
     name = models.CharField(_("key name"), max_length=64, validators=[RegexValidator(r"^[a-z][a-z0-9_]{0,63}$")])

@@ -10,6 +10,8 @@ Every path the app serves, in one place:
 ``<object url>.md``                     an object's markdown version (served by the middleware)
 ``POST /agent/converse``                AHP MODE2/MODE3 questions and capabilities (``agent_handshake:converse``)
 ``GET /agent/converse/status/<id>``     an async job's status (``agent_handshake:converse_status``)
+``POST /agent/handshake``               a verified agent's DID handshake, begun (``agent_handshake:handshake``)
+``POST /agent/handshake/verify``        ... and finished: a session credential (``agent_handshake:handshake_verify``)
 ``POST /capabilities/<name>``           one capability, AHP Appendix E (``agent_handshake:capability``)
 ``POST /ask``                           NLWeb v0.54 questions and capabilities (``agent_handshake:nlweb_ask``)
 ``POST /await``                         NLWeb: check in on, or cancel, a Promise (``agent_handshake:nlweb_await``)
@@ -32,6 +34,7 @@ from django.urls import path
 from . import views
 from .ahp.capabilities import CapabilityView
 from .ahp.converse import ConverseView
+from .ahp.handshake import HandshakeVerifyView, HandshakeView
 from .ahp.invoke import JobStatusView
 from .intentweb.page import IntentPageMessageView, IntentPageView
 from .intentweb.views import IntentView
@@ -49,6 +52,8 @@ urlpatterns = [
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
     path("agent/converse", ConverseView.as_view(), name="converse"),
     path("agent/converse/status/<str:session_id>", JobStatusView.as_view(), name="converse_status"),
+    path("agent/handshake", HandshakeView.as_view(), name="handshake"),
+    path("agent/handshake/verify", HandshakeVerifyView.as_view(), name="handshake_verify"),
     path("capabilities/<str:name>", CapabilityView.as_view(), name="capability"),
     path("ask", AskView.as_view(), name="nlweb_ask"),
     path("await", AwaitView.as_view(), name="nlweb_await"),

@@ -75,6 +75,8 @@ AGENT_HANDSHAKE = {
     "CALLBACK_BACKOFF_SECONDS": 0.2,
     # /intent-ui/ may book (tests/test_browser.py books an appointment in a real browser).
     "INTENT_UI_SCOPES": ["book_appointment"],
+    # The schema templates' pool is clustered after every fragment (tests/test_schema_templates.py tests the interval).
+    "SCHEMA_POOL_UPDATE_SECONDS": 0,
 }
 # ... which is what W005 warns about outside DEBUG: expected here.
 SILENCED_SYSTEM_CHECKS = ["agent_handshake.W005"]

@@ -8,9 +8,10 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import override_settings
 from django.utils.http import http_date
 
+from agent_handshake.ahp.request import REQUEST_SCHEMA
 from agent_handshake.models import ContentSignalOverride, SiteProfile
 from agent_handshake.registry import Capability
-from tests.ahp import assert_valid_manifest
+from tests.ahp import assert_valid_manifest, assert_valid_request
 from tests.testapp.models import Article
 
 pytestmark = pytest.mark.django_db
@@ -80,6 +81,8 @@ def test_rate_limits_and_authentication_come_from_settings(client, settings):
     _, manifest = get_manifest(client)
     assert manifest["authentication"] == "api_key"
     assert manifest["rate_limit"] == "10/minute"
+    tiers = manifest["rate_limits"].pop("verified_agents")  # verified agents' trust tiers (test_verified_agents.py)
+    assert [tier["name"] for tier in tiers["tiers"]] == ["trusted", "verified", "probation"]
     assert manifest["rate_limits"] == {"unauthenticated": {"requests": "10/minute", "token_budget": "900/session"}}
 
 
@@ -136,6 +139,25 @@ def test_known_schema_deviation_unknown_keys_are_rejected_by_the_schema(ahp_sche
     assert not validator.is_valid({**base, "integrations": {"mcp": {"url": "/mcp"}}})
     capability = {"name": "x", "description": "d", "mode": "MODE3", "auth_required": True}
     assert not validator.is_valid({**base, "capabilities": [capability]})
+    assert not validator.is_valid({**base, "rate_limits": {"verified_agents": {"tiers": []}}})
+
+
+def test_known_schema_deviation_a_request_may_leave_the_capability_out(ahp_schemas):
+    """NOTES.md: the published request schema requires ``capability``; we accept a request without it and route the
+    query (tests/test_routing.py), optionally by the agent's ``context.intent_vector``, a key the schema's closed
+    ``context`` forbids. Our own request schema (published in /openapi.json) says so; tests/ahp.py sets exactly
+    these keys aside when validating a request against the published one."""
+    published = jsonschema.Draft7Validator(ahp_schemas["request"])
+    ours = jsonschema.Draft7Validator(REQUEST_SCHEMA)
+    routed = {"ahp": "0.1", "query": "Is LK-TEA-0001 in stock?"}
+    with_vector = {**routed, "context": {"intent_vector": [0.1, 0.2]}}
+    assert published.is_valid({**routed, "capability": "check_inventory"})
+    assert not published.is_valid(routed)
+    assert not published.is_valid({**with_vector, "capability": "check_inventory"})
+    assert ours.is_valid(routed)
+    assert ours.is_valid(with_vector)
+    assert "capability" not in REQUEST_SCHEMA["required"]
+    assert_valid_request(with_vector, ahp_schemas)
 
 
 def test_cache_headers_and_conditional_get(client):

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 from django.test import override_settings
 
+from agent_handshake.identity.site_key import site_did, site_public_key
 from agent_handshake.mcp import resources
 from agent_handshake.models import AgentClient, ApiKey, Document, Job
 from agent_handshake.registry import capability_registry
@@ -63,8 +64,9 @@ def test_initialize_answers_the_clients_revision_statelessly(client, version):
     assert body["id"] == 1
     assert result["protocolVersion"] == version
     assert result["capabilities"] == {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
-    assert result["serverInfo"] == {"name": "Test Site", "version": "0.1", "ahp": "0.1",
-                                    "manifest": "/.well-known/agent.json"}  # fmt: skip
+    info = result["serverInfo"]
+    assert {k: info.pop(k) for k in ("did", "public_key")} == {"did": site_did(), "public_key": site_public_key()}
+    assert info == {"name": "Test Site", "version": "0.1", "ahp": "0.1", "manifest": "/.well-known/agent.json"}
 
 
 def test_initialize_with_an_unknown_revision_offers_our_newest(client):

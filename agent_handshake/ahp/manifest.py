@@ -10,7 +10,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.text import Truncator
 
 from ..conf import app_settings
-from ..identity.site_key import site_public_key
+from ..identity.site_key import rotated_site_keys, site_did, site_public_key
 from ..registry import AHP_VERSION, capability_registry
 from ..state import Snapshot
 
@@ -63,7 +63,49 @@ def integrations() -> dict[str, Any]:
             logger.exception("The site key cannot be loaded: the manifest publishes no public key")
     if (templates := _path("schema_templates")) and offers_intents():
         found["schema_templates"] = {"url": templates, "spec": SCHEMA_TEMPLATES_SPEC}
+    if handshake := _path("handshake"):
+        found["agent_identity"] = agent_identity(handshake)
     return found
+
+
+def agent_identity(handshake: str) -> dict[str, Any]:
+    """Verified agent identity (our extension, README "Verified agents"): the site's DID and key, the handshake,
+    and the DIDs of keys the site rotated away from."""
+    identity: dict[str, Any] = {
+        "protocol": "agent-semantic-protocol/0.1",
+        "handshake": handshake,
+        "verify": _path("handshake_verify"),
+        "authentication": "did_session",
+        "credential": "Authorization: Bearer <access_token>",
+    }
+    try:
+        identity["did"], identity["public_key"] = site_did(), site_public_key()
+    except ImproperlyConfigured:
+        logger.exception("The site key cannot be loaded: the manifest publishes no DID")
+        return identity
+    identity["rotated"] = [
+        {"did": record.did, "public_key": record.public_key, "rotated_at": record.rotated_at.isoformat()}
+        for record in rotated_site_keys()
+    ]
+    return identity
+
+
+def verified_agent_tiers() -> dict[str, Any]:
+    from ..concierge.limits import tier_rate
+    from ..identity.trust import ACCEPTED, REFUSED, tiers
+
+    return {
+        "trust": {"initial": 0.5, "accepted": ACCEPTED, "refused": REFUSED},
+        "tiers": [
+            {
+                "name": tier.name,
+                "min_trust": tier.min_trust,
+                "requests": tier_rate(tier.rate_limits),
+                "scopes": list(tier.scopes),
+            }
+            for tier in tiers()
+        ],
+    }
 
 
 def offers_intents() -> bool:
@@ -102,7 +144,9 @@ def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
     if unauthenticated:
         manifest["rate_limit"] = unauthenticated
     if rate_limits:
-        manifest["rate_limits"] = rate_limits
+        manifest["rate_limits"] = dict(rate_limits)
+    if _path("handshake"):  # verified agents' tiers (our extension; the 0.1 schema knows two tiers: NOTES.md)
+        manifest["rate_limits"] = {**manifest.get("rate_limits", {}), "verified_agents": verified_agent_tiers()}
     if modes & {"MODE2", "MODE3"}:  # the same capabilities over NLWeb v0.54
         manifest["links"]["nlweb_ask"] = base_url + reverse("agent_handshake:nlweb_ask")
         manifest["links"]["nlweb_await"] = base_url + reverse("agent_handshake:nlweb_await")

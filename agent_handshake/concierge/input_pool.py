@@ -3,28 +3,30 @@
 A front door whose protocol has a place for such free text (a schema template's ``other`` key) hands it to
 :func:`record` once the rest of the input is valid. The text is untrusted: it is cleaned (control and format
 characters removed, white space folded, cut to :data:`MAX_FRAGMENT_CHARS`) and stored with a digest of who sent
-it (an API key's id, or the client's network), never the sender itself.
+it (its agent client, or the client's network), never the sender itself.
 
-Off the request path (:func:`schedule`: Celery, or in process after the commit, as ``INDEX_ON_SAVE`` says),
-:func:`update` embeds the new fragments with the site's embedding model, lets each join the existing proposal
-whose centroid it is close to (``SCHEMA_POOL_SIMILARITY``), and clusters the rest
+:func:`schedule` has the pool updated at most every ``SCHEMA_POOL_UPDATE_SECONDS`` per capability (a Celery task,
+or with no broker in the request's process after its commit, as ``INDEX_ON_SAVE`` says; the ``cleanup_sessions``
+beat task catches up on the rest). :func:`update` embeds the new fragments with the site's embedding model, lets
+each join the existing proposal whose centroid it is close to (``SCHEMA_POOL_SIMILARITY``), and clusters the rest
 (:func:`agent_handshake.retrieval.clustering.cluster`). A cluster becomes a
 :class:`~agent_handshake.models.ProposedField` (status ``pending``) once it is large and stable enough:
 ``SCHEMA_POOL_MIN_FRAGMENTS`` fragments from ``SCHEMA_POOL_MIN_SOURCES`` distinct senders, spread over
 ``SCHEMA_POOL_MIN_SPAN_SECONDS`` (a burst from one agent, or from a few within a minute, is an anomaly, not a
 need).
 
-A proposal's name and the words of its generated description are only words that at least half of its fragments
-and ``SCHEMA_POOL_MIN_SOURCES`` distinct senders used: what one agent wrote is never shown to another. Its
-examples (the fragments closest to its centroid) are for editors in the admin only. Editors approve a proposal
-(``experimental``), then promote (``stable``) or retire it; while it is published, :func:`count_use` counts how
-often agents fill it and how often its value is refused.
+A proposal is named from words that at least half of its fragments and ``SCHEMA_POOL_MIN_SOURCES`` distinct
+senders used, and its examples (the fragments closest to its centroid) are kept for editors. None of it is shown to
+agents: while a proposal is pending, agents are told of it under a neutral name and a fixed description
+(:func:`pending`), since a few agents' words must not reach every other agent before an editor reads them.
+Editors approve a proposal (``experimental``), then promote (``stable``) or retire it; while it is published,
+:func:`count_use` counts how often agents fill it and how often its value is refused.
 """
 
 from __future__ import annotations
 
 import datetime
-import hashlib
+import ipaddress
 import logging
 import re
 import unicodedata
@@ -33,12 +35,15 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from django.core.cache import caches
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from ..conf import app_settings
 from ..models import ProposedField, UnmappedFragment
+from ..registry import capability_registry
 from ..retrieval.clustering import cluster, unit
 from ..retrieval.embeddings import get_embedding_backend
 from . import limits
@@ -47,8 +52,10 @@ from .conversation import Owner
 logger = logging.getLogger(__name__)
 
 MAX_FRAGMENT_CHARS = 500
-#: At most this many loose fragments of one capability are clustered in one pass (the newest are kept).
-MAX_POOL = 5000
+#: At most this many loose fragments of one capability are clustered in one pass (the newest).
+MAX_POOL = 2000
+#: Names a proposal never takes, besides the capability's declared fields: schema templates' free-text key.
+RESERVED_NAMES = frozenset({"other"})
 EXAMPLES = 5
 WORD = re.compile(r"[a-z][a-z0-9]{2,}")
 STOPWORDS = frozenset(
@@ -75,9 +82,17 @@ def clean(text: str) -> str:
 
 
 def source_of(owner: Owner) -> str:
-    """Who sent a fragment, as a digest that counts distinct senders and names none."""
-    who = f"key:{owner.api_key.pk}" if owner.api_key is not None else f"net:{limits.network_of(owner.address)}"
-    return hashlib.sha256(who.encode()).hexdigest()[:32]
+    """Who sent a fragment, as a keyed digest (``SECRET_KEY``) that counts distinct senders and names none: the
+    agent client behind an API key (one client's many keys are one sender), else the client's /24 (IPv4) or /64
+    (IPv6) network."""
+    if owner.api_key is not None:
+        who = f"client:{owner.api_key.client_id}"
+    else:
+        network = limits.network_of(owner.address)
+        if network.count(".") == 3:  # an IPv4 address: its /24
+            network = str(ipaddress.IPv4Network(f"{network}/24", strict=False))
+        who = f"net:{network}"
+    return salted_hmac("agent_handshake.input_pool.source", who, algorithm="sha256").hexdigest()[:32]
 
 
 def record(capability_name: str, text: str, owner: Owner) -> UnmappedFragment | None:
@@ -92,63 +107,81 @@ def record(capability_name: str, text: str, owner: Owner) -> UnmappedFragment | 
 
 
 def schedule(capability_name: str) -> None:
-    """Update the pool off the request path, the way saved content is indexed (``INDEX_ON_SAVE``)."""
+    """Have the pool updated, at most once per ``SCHEMA_POOL_UPDATE_SECONDS`` per capability (a burst of fragments
+    is one update), the way saved content is indexed (``INDEX_ON_SAVE``): a Celery task that runs once the interval
+    has passed, or, without a broker ("sync"), in this process now. With "off", or when a "sync" update was
+    skipped because one ran within the interval, the ``cleanup_sessions`` beat task (and
+    ``agent_cleanup_sessions``) updates every pool that has new fragments (:func:`update_all`)."""
     from ..signal_handlers import index_on_save_mode
 
     mode = index_on_save_mode()
+    interval = app_settings.SCHEMA_POOL_UPDATE_SECONDS
+    if mode == "off" or (interval and not caches[app_settings.CACHE_ALIAS].add(
+        f"agent_handshake:input_pool:{capability_name}", 1, interval
+    )):  # fmt: skip
+        return
     if mode == "celery":
         from ..tasks import update_input_pool
 
         try:
-            update_input_pool.apply_async((capability_name,), retry=False)
+            update_input_pool.apply_async((capability_name,), countdown=interval, retry=False)
             return
         except Exception:
             logger.warning("Could not queue the input pool update of %s; updating it here.", capability_name)
-    if mode != "off":
-        try:
-            update(capability_name)
-        except Exception:  # the fragment is stored: the next update (or `agent_input_pool`) takes it
-            logger.exception("Could not update the input pool of %s", capability_name)
+    try:
+        update(capability_name)
+    except Exception:  # the fragments are stored: the next update takes them
+        logger.exception("Could not update the input pool of %s", capability_name)
 
 
 def update(capability_name: str) -> list[ProposedField]:
     """Embed, join and cluster ``capability_name``'s loose fragments (see the module docstring); the proposals
-    it created. Safe to run twice and concurrently: one capability's pool is updated by one transaction at a
-    time."""
+    it created, never named like a declared field of the capability. Safe to run twice and concurrently: one
+    capability's pool is updated by one transaction at a time."""
     created: list[ProposedField] = []
+    embed_new(capability_name)  # the slow part, outside the lock and any transaction
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"agent_handshake.pool:{capability_name}"])
         forget_expired(capability_name)
-        loose = list(
-            UnmappedFragment.objects.filter(capability=capability_name, proposal=None).order_by("-created_at", "-pk")[
-                :MAX_POOL
-            ]
-        )[::-1]
+        newest = UnmappedFragment.objects.filter(capability=capability_name, proposal=None).exclude(embedding=None)
+        loose = list(newest.order_by("-created_at", "-pk")[:MAX_POOL])[::-1]
         if not loose:
             return created
-        vectors = embedded(loose)
+        vectors = np.stack([np.asarray(fragment.embedding, dtype=np.float64) for fragment in loose])
         proposals = list(ProposedField.objects.filter(capability=capability_name).exclude(centroid=None))
         remaining = join(loose, vectors, proposals)
         if remaining:
-            taken = {proposal.name for proposal in proposals}
+            taken = {proposal.name for proposal in ProposedField.objects.filter(capability=capability_name)}
+            capability = capability_registry.get(capability_name)
+            taken |= set(((capability.input_schema if capability else None) or {}).get("properties", {}))
+            taken |= RESERVED_NAMES
             created = propose(capability_name, [loose[i] for i in remaining], vectors[remaining], taken)
     return created
 
 
-def embedded(fragments: Sequence[UnmappedFragment]) -> np.ndarray:
-    """The fragments' embeddings (unit rows), computing and storing the missing ones."""
-    missing = [fragment for fragment in fragments if fragment.embedding is None]
+def embed_new(capability_name: str) -> None:
+    """Embed the capability's fragments that have no embedding yet (the newest :data:`MAX_POOL`)."""
+    missing = list(
+        UnmappedFragment.objects.filter(capability=capability_name, embedding=None).order_by("-created_at")[:MAX_POOL]
+    )
     if missing:
         computed = get_embedding_backend().embed([fragment.text for fragment in missing])
         for fragment, vector in zip(missing, computed, strict=True):
             fragment.embedding = vector
         UnmappedFragment.objects.bulk_update(missing, ["embedding"])
-    return np.stack([np.asarray(fragment.embedding, dtype=np.float64) for fragment in fragments])
+
+
+def update_all() -> int:
+    """Update every pool that has fragments that joined nothing yet (the beat task's catch-up); how many keys it
+    proposed."""
+    names = UnmappedFragment.objects.filter(proposal=None).values_list("capability", flat=True).distinct()
+    return sum(len(update(name)) for name in sorted(set(names)))
 
 
 def join(fragments: Sequence[UnmappedFragment], vectors: np.ndarray, proposals: list[ProposedField]) -> list[int]:
-    """Let each fragment join the proposal it is closest to, if close enough; the positions of the others."""
+    """Let each fragment join the proposal it is closest to, if close enough, whatever the proposal's status (a
+    rejected or retired key is not proposed again); the positions of the others."""
     if not proposals:
         return list(range(len(fragments)))
     threshold = app_settings.SCHEMA_POOL_SIMILARITY
@@ -167,8 +200,9 @@ def join(fragments: Sequence[UnmappedFragment], vectors: np.ndarray, proposals: 
         centroid = np.asarray(proposal.centroid, dtype=np.float64) * proposal.fragments + vectors[members].sum(axis=0)
         proposal.centroid = unit(centroid)
         UnmappedFragment.objects.bulk_update([fragments[i] for i in members], ["proposal"])
-        proposal.fragments = UnmappedFragment.objects.filter(proposal=proposal).count()
-        proposal.sources = UnmappedFragment.objects.filter(proposal=proposal).values("source").distinct().count()
+        proposal.fragments += len(members)  # counted as they join: old fragments are deleted after their retention
+        kept = UnmappedFragment.objects.filter(proposal=proposal).values("source").distinct().count()
+        proposal.sources = max(proposal.sources, kept)
         proposal.save(update_fields=["centroid", "fragments", "sources", "updated_at"])
     return remaining
 
@@ -263,6 +297,7 @@ def generated_description(terms: Sequence[str]) -> str:
 
 
 def pending(capability_name: str) -> list[ProposedField]:
+    """The capability's proposals awaiting an editor."""
     return list(ProposedField.objects.filter(capability=capability_name, status=ProposedField.Status.PENDING))
 
 
@@ -276,9 +311,10 @@ def count_use(capability_name: str, filled: Sequence[str] = (), failed: Sequence
 
 
 def forget_expired(capability_name: str | None = None) -> int:
-    """Delete fragments that joined no proposal within ``SCHEMA_POOL_RETENTION_SECONDS``; how many."""
+    """Delete fragments older than ``SCHEMA_POOL_RETENTION_SECONDS`` (what agents wrote is personal data: a
+    proposal keeps its counts, and its few examples for editors); how many."""
     cutoff = timezone.now() - datetime.timedelta(seconds=app_settings.SCHEMA_POOL_RETENTION_SECONDS)
-    expired = UnmappedFragment.objects.filter(proposal=None, created_at__lt=cutoff)
+    expired = UnmappedFragment.objects.filter(created_at__lt=cutoff)
     if capability_name is not None:
         expired = expired.filter(capability=capability_name)
     deleted, _ = expired.delete()

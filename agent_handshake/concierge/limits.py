@@ -167,8 +167,9 @@ class Counter:
         return add_headers(response, most_constrained(self.usages))
 
 
-def count_key(request: HttpRequest, key_id: str) -> Usage:
-    return count_request(request, "key", key_id, tier_rate("authenticated"))
+def count_key(request: HttpRequest, key_id: str, tier: str = "authenticated") -> Usage:
+    """An API key's count (a verified agent's key counts under its trust tier's ``RATE_LIMITS`` entry)."""
+    return count_request(request, "key", key_id, tier_rate(tier))
 
 
 def count_agent(request: HttpRequest, requesting_agent: str) -> Usage | None:

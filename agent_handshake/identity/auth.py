@@ -1,6 +1,7 @@
-"""Authentication of visiting agents (AHP §8.2): ``bearer``, ``api_key`` and ``signed_request``.
+"""Authentication of visiting agents (AHP §8.2): ``bearer``, ``api_key`` and ``signed_request``, and the session
+credentials of verified agents (``did_session``).
 
-All three use the same :class:`~agent_handshake.models.ApiKey`:
+The first three use the same :class:`~agent_handshake.models.ApiKey`:
 
 - ``Authorization: Bearer <secret>``;
 - ``X-AHP-Key: <secret>``;
@@ -11,6 +12,10 @@ All three use the same :class:`~agent_handshake.models.ApiKey`:
 
   The timestamp must be within ``SIGNATURE_MAX_SKEW`` seconds of the server's clock, and a signature is
   accepted once (the replay cache is a table, so every process agrees).
+
+A verified agent's session credential (``asp_...``, from :mod:`.handshake`) travels as ``Authorization: Bearer``
+(or wherever a bearer secret may), and stands for the agent's own key, with the scopes and rate-limit tier of its
+trust (:mod:`.trust`); a blocked DID gets 403.
 
 A request that presents no credentials is anonymous (``None``); one that presents wrong, revoked or expired
 credentials gets 401, whatever the capability.
@@ -31,7 +36,8 @@ from django.utils import timezone
 
 from .. import keys
 from ..conf import app_settings
-from ..models import ApiKey, SeenSignature
+from ..models import ApiKey, SeenSignature, VerifiedAgent
+from . import handshake, trust
 
 SIGNATURE_ALGORITHM = "AHP-HMAC-SHA256"
 LAST_USED_RESOLUTION = datetime.timedelta(seconds=60)
@@ -52,11 +58,19 @@ class AuthError(Exception):
 @dataclass(frozen=True)
 class Credentials:
     key: ApiKey
-    scheme: str  # "bearer", "api_key" or "signed_request"
+    scheme: str  # "bearer", "api_key", "signed_request" or "did_session"
+    #: A verified agent's session (``did_session``): the agent, whose own API key is ``key``.
+    agent: VerifiedAgent | None = None
+    #: The RATE_LIMITS tier the requests are counted under (a verified agent's comes from its trust).
+    rate_tier: str = "authenticated"
 
     @property
     def rate_key(self) -> str:
         return self.key.key_id
+
+    @property
+    def did(self) -> str | None:
+        return self.agent.did if self.agent is not None else None
 
 
 def string_to_sign(method: str, full_path: str, timestamp: str, body: bytes) -> bytes:
@@ -96,8 +110,23 @@ def _usable(key: ApiKey) -> ApiKey:
     return key
 
 
+def _by_session(token: str) -> Credentials:
+    """A verified agent's session credential (:mod:`.handshake`): its agent's own key, with the scopes and rate
+    limits of the agent's trust tier."""
+    agent = handshake.session_agent(token) if printable_ascii(token) else None
+    if agent is None:
+        raise AuthError("The session credential is not valid or has expired: complete a new handshake.")
+    if agent.blocked:
+        raise AuthError("This DID is blocked by the site's operators.", status=403, code="blocked")
+    key = agent.key
+    key.scopes = trust.scopes_of(agent)  # for this request only: the tier follows the trust
+    return Credentials(_usable(key), "did_session", agent, trust.tier_of(agent.trust).rate_limits)
+
+
 def _by_secret(secret: str, scheme: str) -> Credentials:
     secret = secret.strip()
+    if secret.startswith(handshake.TOKEN_PREFIX):
+        return _by_session(secret)
     key = _find_key(keys.key_id_of(secret)) if printable_ascii(secret) else None
     if key is None or not keys.matches(secret, key.secret_hash):
         raise AuthError("The credentials are not valid.")

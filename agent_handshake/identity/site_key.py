@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,49 @@ def site_did() -> str:
 def sign(data: bytes) -> bytes:
     """An Ed25519 signature (64 bytes) of ``data`` by the site's key."""
     return site_private_key().sign(data)
+
+
+def rotate_site_key() -> tuple[str, str, Path]:
+    """Replace the key file's key with a new one; the old file is kept beside it (``.rotated-<unix time>``) and the
+    old DID recorded as rotated. Returns the old DID, the new DID and the old file's new path. Other processes
+    keep signing with the old key until they restart."""
+    if app_settings.SITE_PRIVATE_KEY:
+        raise ImproperlyConfigured(
+            "The site key comes from the SITE_PRIVATE_KEY setting: rotate it by setting a new one (the manifests "
+            "then announce the old DID as rotated)."
+        )
+    global _loaded
+    load_site_key()
+    old = site_did()
+    rotated_site_keys()  # the old key is on record before it goes
+    path = key_file_path()
+    kept = path.with_name(f"{path.name}.rotated-{int(time.time())}")
+    os.replace(path, kept)
+    _loaded = None
+    load_site_key()
+    rotated_site_keys()
+    return old, site_did(), kept
+
+
+def rotated_site_keys() -> list[Any]:
+    """The site keys rotated away from, newest first (:class:`~agent_handshake.models.SiteKeyRecord`).
+
+    The site notices a rotation itself: the first time a process serving a new key builds a manifest, the new key
+    is recorded and every other recorded key is marked rotated (a deployment that rotates keeps one key at a
+    time: ``manage.py agent_site_key --rotate``, or a new ``SITE_PRIVATE_KEY``)."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from ..models import SiteKeyRecord
+
+    current = site_did()
+    if not SiteKeyRecord.objects.filter(did=current, rotated_at=None).exists():
+        with transaction.atomic():
+            SiteKeyRecord.objects.update_or_create(
+                did=current, defaults={"public_key": site_public_key(), "rotated_at": None}
+            )
+            SiteKeyRecord.objects.exclude(did=current).filter(rotated_at=None).update(rotated_at=timezone.now())
+    return list(SiteKeyRecord.objects.exclude(did=current).exclude(rotated_at=None).order_by("-rotated_at"))
 
 
 def _parse_setting(value: Any) -> Ed25519PrivateKey:

@@ -5,18 +5,23 @@ cacheable ones say how long they keep (``ttlMs``, ``cacheScope``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
 from .. import state
 from ..conf import app_settings
+from ..identity.site_key import site_did, site_public_key
 from ..registry import AHP_VERSION
 from . import resources, tools
 from .jsonrpc import METHOD_NOT_FOUND, Message, RpcError
 from .tools import Exchange
 from .versions import SERVER_INFO_META, VERSIONS
+
+logger = logging.getLogger(__name__)
 
 #: Results a 2026-07-28 client may cache (SEP-2549): they say for how long, and that anyone may share them (they
 #: are the same for every caller; the documents are public), as long as agent.json and llms.txt are cached.
@@ -25,9 +30,15 @@ CAPABILITIES = {"tools": {"listChanged": False}, "resources": {"listChanged": Fa
 
 
 def server_info() -> dict[str, Any]:
-    """``serverInfo`` as Appendix D.6 extends it: the site's name, the AHP version, the manifest's path."""
+    """``serverInfo`` as Appendix D.6 extends it: the site's name, the AHP version, the manifest's path; and the
+    site's DID and public key (README "Verified agents"), when its key loads."""
     name = state.snapshot().name or "agent_handshake"
-    return {"name": name, "version": AHP_VERSION, "ahp": AHP_VERSION, "manifest": reverse("agent_handshake:manifest")}
+    info = {"name": name, "version": AHP_VERSION, "ahp": AHP_VERSION, "manifest": reverse("agent_handshake:manifest")}
+    try:
+        info["did"], info["public_key"] = site_did(), site_public_key()
+    except ImproperlyConfigured:
+        logger.exception("The site key cannot be loaded: serverInfo carries no DID")
+    return info
 
 
 def instructions() -> str:

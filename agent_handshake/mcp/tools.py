@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from ..concierge import calls, errors, jobs
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, Turn, converse
+from ..concierge.invocation import authorize
 from ..concierge.validation import check_query
 from ..identity.auth import Credentials
 from ..models import Job
@@ -185,17 +186,6 @@ def call(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     except errors.ConciergeError as exc:
         exchange.challenged |= isinstance(exc, errors.AuthRequired)
         return tool_error(exc, exchange.revision)
-
-
-def authorize(capability: Capability, credentials: Credentials | None) -> None:
-    if not capability.requires_auth:
-        return
-    if credentials is None:
-        raise errors.AuthRequired(f"The tool {capability.name!r} requires authentication.")
-    if not credentials.key.allows(capability.scope):
-        raise errors.Forbidden(
-            f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires."
-        )
 
 
 def common_arguments(arguments: dict[str, Any], *, required: bool) -> tuple[str, str | None]:

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..concierge import calls, errors, jobs
-from ..concierge.invocation import Outcome
+from ..concierge.invocation import Outcome, authorize
 from ..identity.auth import printable_ascii
 from ..models import Job
 from ..registry import Capability, capability_registry
@@ -73,14 +73,7 @@ def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
             fields=["query.capability"],
             available_capabilities=[c.name for c in offered],
         )
-    credentials = request.auth
-    if capability.requires_auth:
-        if credentials is None:
-            raise errors.AuthRequired(f"The capability {capability.name!r} requires authentication.")
-        if not credentials.key.allows(capability.scope):
-            raise errors.Forbidden(
-                f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires."
-            )
+    authorize(capability, request.auth)
     idempotency_key = request.headers.get("Idempotency-Key")
     if idempotency_key and not printable_ascii(idempotency_key):
         raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")

@@ -28,6 +28,7 @@ from drf_spectacular.generators import EndpointEnumerator, SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
 
 from .. import state
+from ..ahp import handshake as ahp_handshake
 from ..ahp import openapi as ahp_openapi
 from ..ahp.capabilities import CapabilityView
 from ..ahp.converse import converse_capabilities
@@ -42,6 +43,7 @@ from . import extensions  # noqa: F401 - registers the security schemes
 _lock = threading.Lock()
 COMPONENTS = {
     **ahp_openapi.COMPONENTS,
+    **ahp_handshake.COMPONENTS,
     **nlweb_openapi.COMPONENTS,
     **mcp_openapi.COMPONENTS,
     **intentweb_openapi.COMPONENTS,

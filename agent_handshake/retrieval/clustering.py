@@ -34,18 +34,21 @@ def cluster(vectors: np.ndarray, threshold: float) -> list[Cluster]:
     that ends below the threshold of its nearest final centroid belongs to no cluster."""
     if len(vectors) == 0:
         return []
+    # One preallocated matrix of centroids (a row per cluster so far): each vector costs one matrix-vector product.
+    centroid_rows = np.zeros((len(vectors), vectors.shape[1]))
     sums: list[np.ndarray] = []
-    centroids: list[np.ndarray] = []
     for vector in vectors:
-        if centroids:
-            similarities = np.stack(centroids) @ vector
+        count = len(sums)
+        if count:
+            similarities = centroid_rows[:count] @ vector
             best = int(np.argmax(similarities))
             if similarities[best] >= threshold:
                 sums[best] = sums[best] + vector
-                centroids[best] = unit(sums[best])
+                centroid_rows[best] = unit(sums[best])
                 continue
         sums.append(vector.astype(np.float64))
-        centroids.append(unit(sums[-1]))
+        centroid_rows[count] = unit(sums[-1])
+    centroids = list(centroid_rows[: len(sums)])
     # Clusters whose centroids are alike are one (the order of the vectors split them): merge the closest pair,
     # again, while it reaches the threshold.
     while len(centroids) > 1:

@@ -1,9 +1,11 @@
 """A template's version follows what it is made of: when an editor's key text or a proposed key changes, the
-template is published again (:func:`.templates.publish`) once the change commits; the version goes up only if the
-published content changed (a proposal's counters do not make a new version)."""
+template is marked stale in the same transaction (so the next read rebuilds it whatever happens after), and
+published again once the change commits (:func:`.templates.publish`). The version goes up only if the published
+content changed: a proposal's counters do not make a new version."""
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import Any
 
@@ -14,26 +16,36 @@ from ..models import ProposedField, SchemaKeyText, SchemaTemplate
 from ..registry import capability_registry
 from . import templates
 
+logger = logging.getLogger(__name__)
 #: Fields of a proposal the pool and the counters write; they are not part of any template.
 BOOKKEEPING = frozenset({"centroid", "fragments", "sources", "examples", "filled", "failures", "updated_at"})
 
 
 def republish(capability_name: str) -> None:
     capability = capability_registry.get(capability_name)
-    if capability is not None and capability.input_schema is not None:
+    if capability is None or capability.input_schema is None:
+        return
+    try:
         templates.publish(capability)
+    except Exception:  # the row is marked stale: the next read publishes it
+        logger.exception("Could not publish the schema template of %s", capability_name)
+
+
+def changed(scenario: str) -> None:
+    SchemaTemplate.objects.filter(scenario=scenario).update(source_digest="")
+    transaction.on_commit(partial(republish, scenario))
 
 
 def text_changed(sender: type, instance: SchemaKeyText, **kwargs: Any) -> None:
     scenario = SchemaTemplate.objects.filter(pk=instance.template_id).values_list("scenario", flat=True).first()
-    if scenario is not None:  # None: the template itself is being deleted
-        transaction.on_commit(partial(republish, scenario))
+    if scenario is not None:
+        changed(scenario)
 
 
 def proposal_changed(sender: type, instance: ProposedField, update_fields: Any = None, **kwargs: Any) -> None:
     if update_fields is not None and set(update_fields) <= BOOKKEEPING:
         return
-    transaction.on_commit(partial(republish, instance.capability))
+    changed(instance.capability)
 
 
 def connect() -> None:

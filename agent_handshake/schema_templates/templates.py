@@ -13,7 +13,8 @@ A capability is a *scenario*; its template is built from what the site already d
 The template is published in a :class:`~agent_handshake.models.SchemaTemplate` row: :func:`publish` rebuilds it
 and raises its version when anything in it changed (an editor's text, a proposal's status, or, noticed on first
 use after a deploy, the capability's declaration), so ``schema_id`` (``<scenario>_v<version>``) names one content.
-Reading a template, or checking a payload, costs one query.
+Reading a template, or checking a payload, costs one query. (During a rolling deploy in which two versions of a
+capability's declaration serve at once, each switch is a new version: deploy them one after the other.)
 """
 
 from __future__ import annotations
@@ -28,11 +29,17 @@ from django.conf import settings
 from django.db import transaction
 
 from ..concierge import errors
+from ..concierge.invocation import validator
 from ..models import ProposedField, SchemaKeyText, SchemaTemplate
 from ..registry import Capability, capability_registry
 
 OTHER = "other"
-SCHEMA_ID = re.compile(r"^(?P<scenario>[A-Za-z0-9_.-]{1,64})_v(?P<version>[1-9][0-9]{0,8})$")
+MAX_OTHER_CHARS = 1000
+PENDING_DESCRIPTION = (
+    "A key the site is considering, because agents often put the same kind of request in 'other'. It is not "
+    "accepted yet: keep sending it in 'other'. Once editors approve it, the template's next version names it."
+)
+SCHEMA_ID = re.compile(r"(?P<scenario>[A-Za-z0-9_.-]{1,64})_v(?P<version>[1-9][0-9]{0,8})")
 JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
 OTHER_DESCRIPTION = (
     "Escape valve for what the user asked that no other key can hold, in a few plain words (at most 1000 "
@@ -78,10 +85,24 @@ def scenario(name: str) -> Capability:
 # --- keys from the input schema -----------------------------------------------------------------------------------
 
 
+def json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", list: "array", dict: "object"}.get(type(value), "string")
+
+
 def key_type(spec: dict[str, Any]) -> str:
-    declared = spec.get("type", "string")
+    """The JSON type a property's values have: its ``type`` (the first one other than null, for a union), else
+    the type of its ``enum`` or ``const`` values, else string."""
+    declared = spec.get("type")
     if isinstance(declared, list):
-        declared = next((t for t in declared if t != "null"), "string")
+        declared = next((t for t in declared if t != "null"), None)
+    if declared is None:
+        values = spec.get("enum") or ([spec["const"]] if "const" in spec else [])
+        kinds = {json_type(value) for value in values if value is not None}
+        declared = kinds.pop() if len(kinds) == 1 else "string"
     return declared if declared in JSON_TYPES else "string"
 
 
@@ -209,7 +230,8 @@ def publish(capability: Capability) -> SchemaTemplate:
 
 
 def current(capability: Capability) -> SchemaTemplate:
-    """The published template (one query), rebuilt first if the capability's declaration changed since."""
+    """The published template (one query), rebuilt first if the capability's declaration changed since, or if a
+    change to its texts or proposals marked it stale (:mod:`.receivers`)."""
     row = SchemaTemplate.objects.filter(scenario=capability.name).first()
     if row is None or row.source_digest != source_digest(capability) or not row.published:
         row = publish(capability)
@@ -251,10 +273,10 @@ def render(row: SchemaTemplate, preferred_language: str | None = None) -> dict[s
 
 
 def parse_schema_id(schema_id: Any) -> tuple[Capability, SchemaTemplate]:
-    """The scenario and its current template for a payload's ``schema_id``. Earlier versions of a template are
-    accepted (keys are only ever added or re-described, and a retired key is refused as unknown); a later one,
-    which the site never published, is not."""
-    if not isinstance(schema_id, str) or not (match := SCHEMA_ID.match(schema_id)):
+    """The scenario and its current template for a payload's ``schema_id``. A payload naming an earlier version
+    is checked against the current template (most changes only add keys or describe them better; a retired key
+    is refused as unknown, a key made required is asked for); a version the site never published is refused."""
+    if not isinstance(schema_id, str) or not (match := SCHEMA_ID.fullmatch(schema_id)):
         raise errors.InvalidInput(
             "schema_id must name a template as <scenario>_v<version>, as get_schema_template returns it.",
             code="invalid_schema_id",
@@ -272,16 +294,6 @@ def parse_schema_id(schema_id: Any) -> tuple[Capability, SchemaTemplate]:
     return capability, row
 
 
-FITS = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-
-
 @dataclass
 class Payload:
     """A payload checked against its template: the capability's input (defaults applied), the ``other`` text,
@@ -290,13 +302,15 @@ class Payload:
     input: dict[str, Any]
     other: str = ""
     proposed: dict[str, Any] = field(default_factory=dict)
-    #: Proposed keys whose value had the wrong type (counted as their validation failures).
-    failed: list[str] = field(default_factory=list)
 
 
 def check_payload(capability: Capability, row: SchemaTemplate, payload: Any) -> Payload:
-    """``payload`` against the template: unknown keys and wrong types refused with the keys named, required
-    keys present, defaults applied (a null counts as not given)."""
+    """``payload`` against the template: a key it does not define is refused (``unknown_key``), a value whose
+    JSON type the capability's schema refuses too (``invalid_type``), a missing required key (``missing_field``),
+    each naming the keys; a null counts as not given, and a missing optional key gets its ``default_value``. What
+    else the schema says (patterns, ranges, formats) the concierge checks when it runs the capability. A proposed
+    key's value is checked against its ``key_type``; the error of a proposed key names it in
+    ``details["proposed"]`` (its validation failures are counted)."""
     if not isinstance(payload, dict):
         raise errors.InvalidInput("payload must be a JSON object of key_name: value.", fields=["payload"])
     keys = {key["key_name"]: key for key in row.published["keys"]}
@@ -308,25 +322,10 @@ def check_payload(capability: Capability, row: SchemaTemplate, payload: Any) -> 
             code="unknown_key",
             fields=[f"payload.{name}" for name in unknown],
         )
-    given = {name: value for name, value in payload.items() if value is not None}
-    wrong = sorted(name for name, value in given.items() if not FITS[keys[name]["key_type"]](value))
-    if wrong:
-        detail = "; ".join(f"{name} must be a {keys[name]['key_type']}" for name in wrong)
-        error = errors.InvalidInput(
-            f"payload has values of the wrong type: {detail}.",
-            code="invalid_type",
-            fields=[f"payload.{name}" for name in wrong],
-        )
-        error.details["proposed_failed"] = [name for name in wrong if "lifecycle" in keys[name]]
-        raise error
-    missing = [name for name, key in keys.items() if key["required"] and name not in given]
-    if missing:
-        raise errors.MissingInput(
-            f"{row.schema_id} requires: {', '.join(missing)}.", fields=[f"payload.{name}" for name in missing]
-        )
     checked = Payload(input={})
     for name, key in keys.items():
-        value = given.get(name, key["default_value"])
+        value = payload.get(name)
+        value = key["default_value"] if value is None else value
         if value is None:
             continue
         if name == OTHER:
@@ -335,28 +334,51 @@ def check_payload(capability: Capability, row: SchemaTemplate, payload: Any) -> 
             checked.proposed[name] = value
         else:
             checked.input[name] = value
-    if len(checked.other) > 1000:
-        raise errors.InvalidInput(f"payload.{OTHER} is over 1000 characters.", fields=[f"payload.{OTHER}"])
+    schema = capability.input_schema or {}
+    properties = schema.get("properties", {})
+    wrong = sorted(
+        {str(error.absolute_path[0]) for error in validator(schema).iter_errors(checked.input)
+         if error.validator == "type" and len(error.absolute_path) == 1}
+        | {name for name, value in checked.proposed.items()
+           if not validator({"type": keys[name]["key_type"]}).is_valid(value)}
+        | ({OTHER} if not isinstance(checked.other, str) else set())
+    )  # fmt: skip
+    if wrong:
+        detail = "; ".join(f"{name} must be a {keys[name]['key_type']}" for name in wrong)
+        raise errors.InvalidInput(
+            f"payload has values of the wrong type: {detail}.",
+            code="invalid_type",
+            fields=[f"payload.{name}" for name in wrong],
+            proposed=[name for name in wrong if name in checked.proposed],
+        )
+    missing = [name for name in schema.get("required", []) if name in properties and name not in checked.input]
+    if missing:
+        raise errors.MissingInput(
+            f"{row.schema_id} requires: {', '.join(missing)}.", fields=[f"payload.{name}" for name in missing]
+        )
+    if len(checked.other) > MAX_OTHER_CHARS:
+        raise errors.InvalidInput(f"payload.{OTHER} is over {MAX_OTHER_CHARS} characters.", fields=[f"payload.{OTHER}"])
     # A proposed key's value reaches the capability when its input_schema lets unknown properties through (JSON
     # Schema's default); the site sees its use in the admin either way.
-    if (capability.input_schema or {}).get("additionalProperties", True) is not False:
+    if schema.get("additionalProperties", True) is not False:
         checked.input.update(checked.proposed)
     return checked
 
 
 def update_suggestion(pending: list[ProposedField]) -> dict[str, Any] | None:
-    """The draft's ``schema_update_suggestion`` (Appendix A) for keys proposed and not yet decided: they are not
-    accepted in payloads until an editor approves them."""
+    """The draft's ``schema_update_suggestion`` (Appendix A) for keys proposed and not yet decided. They are not
+    accepted in payloads until an editor approves them, and they are announced under a neutral name and a fixed
+    description: a proposal is made of a few agents' words, which no other agent sees before an editor has."""
     if not pending:
         return None
     return {
         "new_keys": [
             {
-                "key_name": proposal.name,
+                "key_name": f"proposed_key_{proposal.pk}",
                 "key_type": proposal.value_type,
                 "required": False,
                 "default_value": None,
-                "semantic_description": proposal.description,
+                "semantic_description": PENDING_DESCRIPTION,
                 "lifecycle": "proposed",
             }
             for proposal in pending

@@ -41,7 +41,7 @@ MAX_LANGUAGE_TAG = 35
 
 
 def error_body(error: errors.ConciergeError) -> dict[str, Any]:
-    details = {key: value for key, value in error.details.items() if key != "proposed_failed"}
+    details = {key: value for key, value in error.details.items() if key != "proposed"}
     if isinstance(details.get("fields"), list):  # a capability's own refusal names its input as "input.<field>"
         details["fields"] = [re.sub(r"^input\.", "payload.", str(name)) for name in details["fields"]]
     return {"error": {"code": error.code, "message": error.message, **details}}
@@ -149,7 +149,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
         try:
             payload = templates.check_payload(capability, row, body.get("payload"))
         except errors.InvalidInput as exc:
-            if failed := exc.details.get("proposed_failed"):
+            if failed := exc.details.get("proposed"):
                 input_pool.count_use(capability.name, failed=failed)
             raise
         idempotency_key = request.headers.get("Idempotency-Key")
@@ -178,20 +178,24 @@ class SchemaTemplatesView(SchemaTemplatesBase):
                 input_pool.record(capability.name, payload.other, owner)
             if payload.proposed:
                 input_pool.count_use(capability.name, filled=list(payload.proposed))
-            if isinstance(result, calls.Accepted):
-                job = result.job
-                return 202, {
-                    "status": "accepted",
-                    "job_id": str(job.pk),
-                    "poll": request.build_absolute_uri(reverse("agent_handshake:converse_status", args=[job.pk])),
-                    "eta_seconds": job.eta_seconds,
-                }
             if isinstance(result, calls.NeedsInput):  # structured input is refused when incomplete, never asked
                 raise errors.MissingInput(result.question, fields=[f"payload.{name}" for name in result.missing])
-            data = dict(result.outcome.data)
+            if isinstance(result, calls.Accepted):
+                job = result.job
+                status, data = (
+                    202,
+                    {
+                        "status": "accepted",
+                        "job_id": str(job.pk),
+                        "poll": request.build_absolute_uri(reverse("agent_handshake:converse_status", args=[job.pk])),
+                        "eta_seconds": job.eta_seconds,
+                    },
+                )
+            else:
+                status, data = 200, dict(result.outcome.data)
             if suggestion := templates.update_suggestion(input_pool.pending(capability.name)):
                 data["schema_update_suggestion"] = suggestion
-            return 200, data
+            return status, data
 
         status, data = call.respond(rendered, idempotency_key)
         self.counter.usages.extend(call.usages)

@@ -5,14 +5,14 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from ...concierge.conversation import delete_expired_interactions, delete_expired_sessions
-from ...concierge.input_pool import forget_expired
+from ...concierge.input_pool import forget_expired, update_all
 
 
 class Command(BaseCommand):
     help = (
         "Delete converse sessions idle for longer than SESSION_IDLE_SECONDS, and IntentWeb interactions idle for "
-        "longer than INTENT_RETENTION_SECONDS, and schema template fragments that joined no proposed key within "
-        "SCHEMA_POOL_RETENTION_SECONDS (also a Celery task for beat)."
+        "longer than INTENT_RETENTION_SECONDS, and schema template fragments older than SCHEMA_POOL_RETENTION_SECONDS; "
+        "cluster the fragments no pool update took yet (also a Celery task for beat)."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -22,3 +22,5 @@ class Command(BaseCommand):
         self.stdout.write(f"Deleted {interactions} expired interaction{'s' if interactions != 1 else ''}.")
         fragments = forget_expired()
         self.stdout.write(f"Deleted {fragments} expired input fragment{'s' if fragments != 1 else ''}.")
+        proposed = update_all()
+        self.stdout.write(f"Proposed {proposed} new input key{'s' if proposed != 1 else ''}.")

@@ -12,13 +12,31 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from agent_handshake.identity.site_key import load_site_key, site_did, site_public_key
+from agent_handshake.identity.site_key import load_site_key, rotate_site_key, site_did, site_public_key
 
 
 class Command(BaseCommand):
     help = "Show the site's DID and Ed25519 public key, and where its private key is (creating the key file if needed)."
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--rotate",
+            action="store_true",
+            help="Replace the key file's key with a new one (the old file is kept beside it); the manifests announce "
+            "the old DID as rotated. Restart every process afterwards.",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["rotate"]:
+            try:
+                old, new, kept = rotate_site_key()
+            except ImproperlyConfigured as error:
+                raise CommandError(str(error)) from error
+            self.stdout.write(self.style.SUCCESS(f"Rotated: {old} -> {new}"))
+            self.stdout.write(
+                f"The old key file is kept at {kept}; restart every process so all sign with the new key."
+            )
+            return
         try:
             loaded = load_site_key()
         except ImproperlyConfigured as error:

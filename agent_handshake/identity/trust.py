@@ -1,0 +1,80 @@
+"""What a verified agent has earned: its trust score, and the tier that follows from it.
+
+Trust starts at 0.5, goes up by ``+0.05`` for every request the site accepted and down by ``-0.02`` for every
+one it refused or failed (any 4xx or 5xx: a malformed request, a scope it lacks, a rate limit), clamped to
+[0, 1]. :func:`record` changes it in one statement that also writes the :class:`~agent_handshake.models.TrustEvent`
+history row, so concurrent requests never lose an update. An operator may pin an agent's trust (requests no
+longer change it) or block the DID (every request gets 403).
+
+``DID_TRUST_TIERS`` maps trust to treatment: the first tier (highest ``min_trust`` first) whose ``min_trust`` the
+agent's trust reaches gives its rate limits (a ``RATE_LIMITS`` tier's name: ``authenticated`` or
+``unauthenticated``, counted per DID either way) and the scopes it may use (with the agent's own extra scopes).
+The manifest publishes the tiers under ``rate_limits.verified_agents``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from ..conf import app_settings
+from ..models import TrustEvent, VerifiedAgent
+
+ACCEPTED, REFUSED = 0.05, -0.02
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    min_trust: float
+    rate_limits: str
+    scopes: tuple[str, ...]
+
+
+def tiers() -> list[Tier]:
+    """``DID_TRUST_TIERS``, highest first."""
+    listed = [
+        Tier(t["name"], float(t["min_trust"]), t.get("rate_limits", "authenticated"), tuple(t.get("scopes", ())))
+        for t in app_settings.DID_TRUST_TIERS
+    ]
+    return sorted(listed, key=lambda tier: -tier.min_trust)
+
+
+def tier_of(trust: float) -> Tier:
+    for tier in tiers():
+        if trust >= tier.min_trust:
+            return tier
+    return Tier("untrusted", 0.0, "unauthenticated", ())
+
+
+def scopes_of(agent: VerifiedAgent) -> list[str]:
+    return sorted(set(tier_of(agent.trust).scopes) | set(agent.scopes or ()))
+
+
+def record(agent_id: int, accepted: bool, reason: str) -> None:
+    """Move an unpinned agent's trust for one request (see the module docstring), with its history row."""
+    delta = ACCEPTED if accepted else REFUSED
+    agents, events = VerifiedAgent._meta.db_table, TrustEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH moved AS (
+                UPDATE {agents} SET trust = LEAST(1.0, GREATEST(0.0, trust + %s))
+                WHERE id = %s AND NOT pinned
+                RETURNING id, trust
+            )
+            INSERT INTO {events} (agent_id, delta, trust, reason, created_at)
+            SELECT id, %s, trust, %s, now() FROM moved
+            """,
+            [delta, agent_id, delta, reason[:200]],
+        )
+
+
+def set_by_operator(agent: VerifiedAgent, trust: float, who: str) -> None:
+    """An operator's new trust for ``agent`` (the admin), recorded in its history."""
+    trust = max(0.0, min(1.0, trust))
+    delta = trust - agent.trust
+    VerifiedAgent.objects.filter(pk=agent.pk).update(trust=trust)
+    TrustEvent.objects.create(agent=agent, delta=delta, trust=trust, reason=f"set by {who}"[:200])
+    agent.trust = trust
