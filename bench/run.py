@@ -27,6 +27,7 @@ def main() -> int:
         "bench_nlweb",
         "bench_mcp_openapi",
         "bench_intentweb",
+        "bench_identity",
         "bench_jobs",
         "bench_fuzz",
     ]
