@@ -86,6 +86,12 @@ AGENT_HANDSHAKE = {
     "SERVE_ROBOTS_TXT": True,
     # The intent page (/intent-ui/) books tastings and tracks orders for visitors, with the site's own key.
     "INTENT_UI_SCOPES": ["book_appointment", "orders"],
+    # Verified agents (POST /agent/handshake) that earned a trust of 0.7 may book tastings without an API key.
+    "DID_TRUST_TIERS": [
+        {"name": "trusted", "min_trust": 0.7, "rate_limits": "authenticated", "scopes": ["book_appointment"]},
+        {"name": "verified", "min_trust": 0.3, "rate_limits": "authenticated", "scopes": []},
+        {"name": "probation", "min_trust": 0.0, "rate_limits": "unauthenticated", "scopes": []},
+    ],
 }
 
 # Celery. With no CELERY_BROKER_URL the broker is kombu's filesystem transport in .queue/ (no service to run;
