@@ -6,10 +6,17 @@ auth and scope, negotiate the content type. A MODE3 capability continues in :mod
 :class:`~agent_handshake.concierge.conversation.Question` to the concierge, whose
 :class:`~agent_handshake.concierge.conversation.Turn` (or domain error) is rendered here. Every response, errors
 included, is AHP JSON with the four ``X-RateLimit-*`` headers.
+
+A request without ``capability`` is routed (:func:`route`): a session it continues keeps its capability (or, after
+a routing clarification, takes the one its ``clarification`` chooses); otherwise the query (or its
+``context.intent_vector``) is ranked among :func:`converse_capabilities` with ``content_search`` as the default for
+questions, and a clear winner answers as if it had been named (``meta.capability_used`` says which); a tie or a
+low score is a ``clarification_needed`` listing the candidates (§6.3).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -17,7 +24,7 @@ from django.http import HttpResponseBase, JsonResponse
 from rest_framework.request import Request
 
 from .. import content_signals
-from ..concierge import errors
+from ..concierge import errors, routing
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, Turn, converse
 from ..frontdoor import described
@@ -38,6 +45,19 @@ logger = logging.getLogger(__name__)
 def converse_capabilities() -> list[Capability]:
     """Capabilities this endpoint answers: those with a handler, currently available."""
     return [capability for capability in capability_registry.available() if capability.handler is not None]
+
+
+#: The capability a question goes to when it names none and no action capability claims it.
+DEFAULT_CAPABILITY = "content_search"
+
+
+def route(converse_request: ConverseRequest, capabilities: list[Capability]) -> routing.Route:
+    """The routing of a request that names no capability (see :mod:`agent_handshake.concierge.routing`)."""
+    vector = None
+    if converse_request.intent_vector is not None:
+        vector = routing.intent_vector(converse_request.intent_vector, name="context.intent_vector")
+    default = next((c for c in capabilities if c.name == DEFAULT_CAPABILITY), None)
+    return routing.route(converse_request.query, capabilities, vector=vector, default=default)
 
 
 def rate_limited(usage: ratelimit.Usage, message: str) -> JsonResponse:
@@ -81,6 +101,11 @@ class ConverseView(AHPView):
             if agent.exceeded:
                 return rate_limited(agent, "Rate limit exceeded for this agent identity.")
         capabilities = converse_capabilities()
+        if converse_request.capability is None:
+            routed = self.routed(converse_request, capabilities, credentials, django_request)
+            if isinstance(routed, HttpResponseBase):
+                return routed
+            converse_request = routed
         capability = next((c for c in capabilities if c.name == converse_request.capability), None)
         if capability is None:
             return error_response(
@@ -132,6 +157,35 @@ class ConverseView(AHPView):
         )
         turn = converse(question, owner)
         return render_turn(turn, capability, negotiated.fallback_from)
+
+    def routed(
+        self,
+        converse_request: ConverseRequest,
+        capabilities: list[Capability],
+        credentials: auth.Credentials | None,
+        django_request: Any,
+    ) -> ConverseRequest | HttpResponseBase:
+        """The request with the capability routing chose, or the clarification asking which one."""
+        owner = Owner(credentials.key if credentials else None, ratelimit.client_address(django_request))
+        if converse_request.session_id:
+            chosen, by_choice = routing.resume(
+                converse_request.session_id, owner, converse_request.clarification, capabilities
+            )
+            if chosen is not None:
+                # A clarification that chose the capability is not also an answer to that capability's questions.
+                clarification = None if by_choice else converse_request.clarification
+                return dataclasses.replace(converse_request, capability=chosen.name, clarification=clarification)
+        found = route(converse_request, capabilities)
+        if found.chosen is not None:
+            return dataclasses.replace(converse_request, capability=found.chosen.name)
+        offer = routing.offer(found, converse_request.query, converse_request.requesting_agent, owner)
+        return JsonResponse(
+            {
+                "status": "clarification_needed",
+                "session_id": offer.session_id,
+                "clarification": {"question": offer.question, "options": offer.options, "free_form": True},
+            }
+        )
 
     def filters(self, converse_request: ConverseRequest) -> Filters:
         models: list[str] = []

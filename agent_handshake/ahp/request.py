@@ -3,7 +3,9 @@
 The schema follows the published request schema, with the project's additions documented in the README:
 unknown top-level keys are ignored rather than refused (newer spec fields; a body ``auth`` field is read as a
 bearer token), ``context.filters`` narrows retrieval and ``context.input`` carries a MODE3 capability's
-structured input.
+structured input, and ``capability`` may be left out (the published schema requires it): the concierge then
+routes the query among the capabilities (:mod:`agent_handshake.concierge.routing`), with the agent's
+``context.intent_vector`` instead of the query's embedding when it sends one.
 
 Whatever a body holds, it is refused here with a §10 error rather than failing later, by the checks every front
 door shares (:mod:`agent_handshake.concierge.validation`: depth, unstorable strings, a ``query`` with nothing to
@@ -13,6 +15,7 @@ search for, filter dates that do not exist or that PostgreSQL cannot store).
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +29,8 @@ DATE = {"type": "string", "maxLength": 40}
 
 REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["capability", "query"],
+    # The published schema requires "capability" too; without it the query is routed (tests/test_routing.py).
+    "required": ["query"],
     "properties": {
         "ahp": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
         "capability": {"type": "string", "pattern": r"^[a-z][a-z0-9_]*$", "maxLength": 64},
@@ -44,6 +48,9 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "accept_types": {"type": "array", "items": TYPE, "maxItems": 20},
                 "callback_url": {"type": "string", "maxLength": 2048},
                 "locale": {"type": "string", "maxLength": 35},
+                # Agent Semantic Protocol §4: the goal's embedding, used for routing when it has the dimensions
+                # of the site's embedding model (checked, with finiteness, by the concierge).
+                "intent_vector": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 8192},
                 # MODE3: structured input, validated against the capability's input_schema.
                 "input": {"type": "object"},
                 "filters": {
@@ -73,7 +80,8 @@ class RequestError(Exception):
 
 @dataclass
 class ConverseRequest:
-    capability: str
+    #: None: the agent left the choice to the site (routing).
+    capability: str | None
     query: str
     session_id: str | None = None
     clarification: str | None = None
@@ -87,6 +95,8 @@ class ConverseRequest:
     #: MODE3 structured input (``context.input``), None when the request has none.
     input: dict[str, Any] | None = None
     callback_url: str = ""
+    #: ``context.intent_vector`` as sent (numbers; its dimensions are checked when it is used).
+    intent_vector: list[float] | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -104,19 +114,20 @@ def parse_request(body: bytes) -> ConverseRequest:
 
 def parse_data(data: dict[str, Any]) -> ConverseRequest:
     """:func:`parse_request` of a body already read as a checked JSON object."""
-    missing = [name for name in ("capability", "query") if name not in data or data[name] in (None, "")]
+    missing = [name for name in ("query",) if name not in data or data[name] in (None, "")]
     if missing:
         raise RequestError("missing_field", f"Required field(s) missing: {', '.join(missing)}.", fields=missing)
     errors = sorted(_validator.iter_errors(data), key=lambda error: list(error.absolute_path))
     if errors:
-        fields = sorted({_path(error) for error in errors})
+        # An element of the intent vector is named by the vector (its index is in the message).
+        fields = sorted({re.sub(r"^(context\.intent_vector)\..*", r"\1", _path(error)) for error in errors})
         detail = "; ".join(f"{_path(error)}: {error.message}" for error in errors[:5])
         raise RequestError("invalid_request", f"Invalid field(s): {detail}", fields=fields)
     check_query(data["query"])
     context = data.get("context") or {}
     filters = context.get("filters") or {}
     return ConverseRequest(
-        capability=data["capability"],
+        capability=data.get("capability") or None,
         query=data["query"],
         session_id=data.get("session_id"),
         clarification=data.get("clarification"),
@@ -129,5 +140,6 @@ def parse_data(data: dict[str, Any]) -> ConverseRequest:
         published_before=moment(filters.get("published_before"), "context.filters.published_before"),
         input=context.get("input"),
         callback_url=context.get("callback_url", ""),
+        intent_vector=context.get("intent_vector"),
         raw=data,
     )

@@ -1,31 +1,67 @@
 """Which capability a request in natural language is for.
 
 Each capability is described by its intent, its description and each of its examples; a request's score for a
-capability is the best cosine similarity between the request's embedding and any of those texts (with the site's
-embedding backend, whose cache keeps the capabilities' vectors after the first request). The best capability is
-chosen when it scores at least ``ROUTING_MIN_SCORE`` and no other is within ``ROUTING_MARGIN`` of it; otherwise
-the candidates are offered for the caller to choose (IntentWeb's ``clarification_request``).
+capability is the best cosine similarity between the request's vector and any of those texts. The request's vector
+is its embedding with the site's embedding backend, or a vector the caller brings (an agent's ``intent_vector``,
+Agent Semantic Protocol §8), used as it is once :func:`intent_vector` has checked that it has the model's
+dimensions and normalised it.
 
-An answer to that clarification names its choice by number ("2", "the second"), by name or intent, or, failing
-that, is ranked again among the candidates only.
+The capabilities' vectors are computed once per deployment, not per process or request: :func:`described` keeps
+them in the ``CACHE_ALIAS`` cache (no expiry) under a key made of the embedding model's id and dimensions and a
+hash of each capability's texts, so a deploy that changes a text or the model computes them again, and every
+process behind a shared cache (Redis, Memcached, the database) reads the first one's. With the default local-memory
+cache that is once per process, still never per request, and a query's own LRU entries never push them out.
+
+:func:`route` chooses the best capability when it scores at least ``ROUTING_MIN_SCORE`` and no other is within
+``ROUTING_MARGIN`` of it; otherwise the candidates are offered for the caller to choose (IntentWeb's
+``clarification_request``, AHP's ``clarification_needed``).
+
+Questions about the site's content. The capabilities' texts alone cannot tell a question about the content from
+a request for an action (measured in ``bench/bench_routing.py``: almost every content question, "How hot should the
+water be for gyokuro?", scored closer to a MODE3 capability, whose examples name the site's products, than to
+``content_search``'s generic description). So a caller may name a ``default`` capability (AHP names
+``content_search``), and the default's fit is taken from what it answers from: the site's content, as the best
+passage's similarity to the request. An *action* capability (one with an ``action_type``: it reads live data or
+changes something) competes only when it fits the request at least as well as the content, less
+``ROUTING_CONTENT_MARGIN``; otherwise the request is a question, and goes to the default unless an answering
+capability (``site_info``, ``contact``...) fits it clearly better by the usual rule. Answering a question the site
+cannot answer costs a "not found"; starting an action nobody asked for costs more. Measured on the routing set's
+256 phrasings (``ROUTING_CONTENT_MARGIN`` 0.1, chosen on its tune half): content questions reach content_search
+94 % of the time instead of never; the price is stock questions about a product whose page states its stock, which
+the content answers too (check_inventory 72 % -> 50 %).
+
+An answer to a clarification names its choice by number ("2", "the second"), by name or intent, or, failing
+that, is ranked again among the candidates only. :func:`offer` keeps the candidates in a session and
+:func:`resume` reads the choice on the next turn.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from django.core.cache import caches
+from django.db import transaction
+from django.utils import timezone
 
 from ..conf import app_settings
 from ..registry import Capability
-from ..retrieval.embeddings import EmbeddingUnavailable, get_embedding_backend
+from ..retrieval.embeddings import EmbeddingBackend, EmbeddingUnavailable, get_embedding_backend
+from ..retrieval.hybrid import Filters, HybridRetriever
 from . import errors
+from .conversation import Owner, SessionError, load_session, new_session
 
 logger = logging.getLogger(__name__)
 ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "one": 1, "two": 2, "three": 3}
+#: The ``pending_clarification`` of a session whose next turn chooses among routed capabilities.
+PENDING_KIND = "routing"
 
 
 @dataclass(frozen=True)
@@ -40,6 +76,8 @@ class Route:
 
     chosen: Capability | None
     ranked: list[Scored] = field(default_factory=list)
+    #: The default capability was chosen because no action capability claimed the request.
+    defaulted: bool = False
 
     @property
     def candidates(self) -> list[Capability]:
@@ -50,28 +88,125 @@ def texts_of(capability: Capability) -> list[str]:
     return [capability.intent_text, capability.description, *capability.examples]
 
 
-def rank(text: str, capabilities: Sequence[Capability]) -> list[Scored]:
-    """``capabilities`` by their best similarity to ``text``, best first (ties keep the given order)."""
-    if not capabilities:
-        return []
-    described = [texts_of(capability) for capability in capabilities]
-    flat = [item for texts in described for item in texts]
+def cache_key(backend: EmbeddingBackend, texts: Sequence[str]) -> str:
+    digest = hashlib.sha256(json.dumps([backend.model_id, backend.dimensions, list(texts)]).encode()).hexdigest()
+    return f"agent_handshake:routing:{digest}"
+
+
+def described(capabilities: Sequence[Capability], backend: EmbeddingBackend | None = None) -> list[np.ndarray]:
+    """Each capability's text vectors (one row per text of :func:`texts_of`), from the cache where they are."""
+    backend = backend or get_embedding_backend()
+    cache = caches[app_settings.CACHE_ALIAS]
+    keys = [cache_key(backend, texts_of(capability)) for capability in capabilities]
+    found = cache.get_many(keys)
+    pairs = zip(keys, capabilities, strict=True)
+    missing = [(key, texts_of(capability)) for key, capability in pairs if key not in found]
+    if missing:
+        flat = [text for _, texts in missing for text in texts]
+        try:
+            # compute, not embed: these belong in the shared cache, not in the process's LRU of query texts.
+            vectors = np.asarray(backend.compute(flat), dtype=np.float32)
+        except EmbeddingUnavailable as exc:
+            logger.exception("Routing is unavailable")
+            raise errors.Unavailable(f"Routing is unavailable right now: {exc}") from exc
+        computed, start = {}, 0
+        for key, texts in missing:
+            computed[key] = vectors[start : start + len(texts)]
+            start += len(texts)
+        cache.set_many(computed, timeout=None)
+        found.update(computed)
+    return [found[key] for key in keys]
+
+
+def intent_vector(
+    values: Sequence[Any], backend: EmbeddingBackend | None = None, *, name: str = "intent_vector"
+) -> np.ndarray:
+    """A caller's intent vector, checked (finite numbers, the site model's dimensions, not all zero) and
+    normalised; :class:`~.errors.InvalidInput` naming ``name`` otherwise."""
+    backend = backend or get_embedding_backend()
+    numbers = isinstance(values, (list, tuple)) and all(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) for value in values
+    )
+    if not numbers:
+        raise errors.InvalidInput(f"{name} must be a list of finite numbers.", fields=[name])
+    if len(values) != backend.dimensions:
+        raise errors.InvalidInput(
+            f"{name} has {len(values)} dimensions; this site's embedding model ({backend.model_id}) has "
+            f"{backend.dimensions}. Send the query alone and the site embeds it.",
+            fields=[name],
+            dimensions=backend.dimensions,
+            model=backend.model_id,
+        )
+    vector = np.asarray(values, dtype=np.float32)
+    norm = float(np.linalg.norm(vector))
+    if not math.isfinite(norm) or norm == 0:
+        raise errors.InvalidInput(f"{name} must not be all zeros.", fields=[name])
+    return vector / norm
+
+
+def embed_query(text: str) -> np.ndarray:
     try:
-        vectors = get_embedding_backend().embed([text, *flat])
+        return get_embedding_backend().embed_query(text)
     except EmbeddingUnavailable as exc:
         logger.exception("Routing is unavailable")
         raise errors.Unavailable(f"Routing is unavailable right now: {exc}") from exc
-    similarity = vectors[1:] @ vectors[0]
-    scores, start = [], 0
-    for texts in described:
-        scores.append(float(np.max(similarity[start : start + len(texts)])))
-        start += len(texts)
+
+
+def rank(text: str, capabilities: Sequence[Capability], *, vector: np.ndarray | None = None) -> list[Scored]:
+    """``capabilities`` by their best similarity to ``text`` (or to ``vector``, already normalised, when given),
+    best first (ties keep the given order)."""
+    if not capabilities:
+        return []
+    backend = get_embedding_backend()
+    matrices = described(capabilities, backend)
+    if vector is None:
+        vector = embed_query(text)
+    scores = [float(np.max(matrix @ vector)) for matrix in matrices]
     order = sorted(range(len(capabilities)), key=lambda index: -scores[index])
     return [Scored(capabilities[index], scores[index]) for index in order]
 
 
-def route(text: str, capabilities: Sequence[Capability]) -> Route:
-    ranked = rank(text, capabilities)
+def content_fit(vector: np.ndarray, capability: Capability) -> float:
+    """How well the site's content fits a request: the best cosine similarity of a passage that ``capability``
+    answers from (all content when it names no models) to ``vector``; 0 with an empty index."""
+    retriever = HybridRetriever()
+    nearest = retriever.vector_candidates(vector, Filters(models=capability.models), 1)
+    return nearest[0][1] if nearest else 0.0
+
+
+def route(
+    text: str,
+    capabilities: Sequence[Capability],
+    *,
+    vector: np.ndarray | None = None,
+    default: Capability | None = None,
+) -> Route:
+    """The capability for ``text`` among ``capabilities``, or the close candidates to offer.
+
+    With a ``default`` (one of ``capabilities``, the capability that answers questions from the site's content):
+    an action capability competes only when it fits the request at least as well as the content does, less
+    ``ROUTING_CONTENT_MARGIN`` (and from ``ROUTING_MIN_SCORE``). When none does, the request is a question: the
+    answering capabilities compete by the usual rule, and a tie or a low score goes to the default rather than
+    to a clarification (see the module's docstring)."""
+    if vector is None and capabilities:
+        vector = embed_query(text)
+    ranked = rank(text, capabilities, vector=vector)
+    if not ranked:
+        return Route(None, [])
+    if default is not None:
+        assert vector is not None
+        floor = max(app_settings.ROUTING_MIN_SCORE, content_fit(vector, default) - app_settings.ROUTING_CONTENT_MARGIN)
+        claimed = [item for item in ranked if item.capability.action_type is None or item.score >= floor]
+        if not any(item.capability.action_type for item in claimed):
+            answering = route_ranked(claimed)
+            if answering.chosen is None or answering.chosen is default:
+                return Route(default, ranked, defaulted=answering.chosen is None)
+            return Route(answering.chosen, ranked)
+        ranked = claimed
+    return route_ranked(ranked)
+
+
+def route_ranked(ranked: list[Scored]) -> Route:
     if not ranked:
         return Route(None, [])
     best = ranked[0].score
@@ -102,3 +237,62 @@ def choose(answer: str, candidates: Sequence[Capability]) -> Capability | None:
     if len(named) == 1:
         return named[0]
     return rank(answer, named or candidates)[0].capability
+
+
+# --- Asking which one, in a session --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A clarification listing routed candidates, kept in the session ``session_id``."""
+
+    session_id: str
+    question: str
+    options: list[str]
+
+
+def offer(route: Route, query: str, requesting_agent: str, owner: Owner) -> Offer:
+    """Keep ``route``'s candidates (or, when nothing fitted, the best few) in a new session and ask which one."""
+    candidates = route.candidates[:4]
+    listed = "; ".join(f"{number}. {c.name}: {c.intent_text}" for number, c in enumerate(candidates, 1))
+    if route.ranked and route.ranked[0].score >= app_settings.ROUTING_MIN_SCORE:
+        question = f"Several capabilities fit this request. Which one did you mean? {listed}"
+    else:
+        question = f"No capability clearly fits this request. Did you mean one of these? {listed}"
+    session = new_session("", requesting_agent, owner)
+    session.pending_clarification = {
+        "kind": PENDING_KIND,
+        "question": question,
+        "options": [c.name for c in candidates],
+        "query": query,
+    }
+    session.save()
+    return Offer(session.pk, question, [c.name for c in candidates])
+
+
+def resume(
+    session_id: str, owner: Owner, answer: str | None, capabilities: Sequence[Capability]
+) -> tuple[Capability | None, bool]:
+    """The capability a continuing session is for, and whether ``answer`` chose it: the choice ``answer`` makes
+    among the candidates a routing clarification offered (recorded on the session), or the capability the session
+    already has. None when the session has neither (the request is routed afresh). An unknown, expired or foreign
+    session is :class:`~.errors.NotFound`/:class:`~.errors.Gone`."""
+    with transaction.atomic():
+        try:
+            session = load_session(session_id, owner, lock=True)
+        except SessionError as exc:
+            error = errors.Gone if exc.status == 410 else errors.NotFound
+            raise error(exc.message, reason=exc.reason) from exc
+        offered = {capability.name: capability for capability in capabilities}
+        pending = session.pending_clarification or {}
+        if pending.get("kind") == PENDING_KIND:
+            candidates = [offered[name] for name in pending.get("options", []) if name in offered]
+            chosen = choose(answer, candidates) if answer else None
+            if chosen is None:
+                return None, False
+            session.capability = chosen.name
+            session.pending_clarification = None
+            session.last_active_at = timezone.now()
+            session.save()
+            return chosen, True
+        return offered.get(session.capability), False

@@ -1,0 +1,181 @@
+"""Semantic routing on POST /agent/converse: requests that name no capability, on the demo content, with the real
+embedding model and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.conf import settings
+from django.core.cache import caches
+from django.test import override_settings
+
+from agent_handshake.concierge import routing
+from agent_handshake.registry import capability_registry
+from agent_handshake.retrieval import embeddings
+from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
+
+pytestmark = pytest.mark.django_db
+
+URL = "/agent/converse"
+CONTENT_QUESTION = "How hot should the water be for gyokuro?"
+STOCK_REQUEST = "Is LK-TEA-0001 in stock?"
+
+
+class CountingEmbeddings(MiniLMEmbeddings):
+    """The default model, counting the texts it computes (the EMBEDDING_BACKEND of the caching tests)."""
+
+    computed: list[str] = []
+
+    def compute(self, texts):
+        type(self).computed.extend(texts)
+        return super().compute(texts)
+
+
+def converse(client, body):
+    response = client.post(URL, data=json.dumps(body), content_type="application/json")
+    assert response["Content-Type"] == "application/json"
+    return response, response.json()
+
+
+def ask(client, query, **fields):
+    return converse(client, {"ahp": "0.1", "query": query, **fields})
+
+
+def vector_of(text: str) -> list[float]:
+    # Six decimals: 384 numbers then fit the 8 KB body cap with room to spare.
+    return [round(float(x), 6) for x in get_embedding_backend().embed([text])[0]]
+
+
+def test_a_question_about_the_content_is_answered_by_content_search(client, demo_content):
+    # Its texts alone send it to a MODE3 capability (whose examples name the shop's gyokuro): measured here so
+    # the test fails if the content's fit stops counting.
+    ranked = routing.rank(CONTENT_QUESTION, [c for c in capability_registry.available() if c.handler])
+    assert ranked[0].capability.action_type is not None
+    response, body = ask(client, CONTENT_QUESTION)
+    assert response.status_code == 200, body
+    assert body["status"] == "success"
+    assert body["meta"]["capability_used"] == "content_search"
+    assert body["meta"]["mode"] == "MODE2"
+    sources = body["response"]["sources"]
+    assert any("gyokuro" in (source["title"] + source["url"]).lower() for source in sources), sources
+
+
+def test_an_action_request_is_routed_to_its_capability(client, demo_content):
+    response, body = ask(client, STOCK_REQUEST)
+    assert response.status_code == 200, body
+    assert body["status"] == "success"
+    assert body["meta"]["capability_used"] == "check_inventory"
+    assert body["meta"]["mode"] == "MODE3"
+    assert "Dew of Yame" in body["response"]["answer"], body
+
+
+def test_a_named_capability_is_still_used_as_named(client, demo_content):
+    response, body = ask(client, STOCK_REQUEST, capability="content_search")
+    assert response.status_code == 200, body
+    assert body["meta"]["capability_used"] == "content_search"
+
+
+def test_close_candidates_get_a_clarification_and_the_next_turn_chooses(client, demo_content):
+    tied = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}  # every candidate is "close": a tie
+    with override_settings(AGENT_HANDSHAKE=tied):
+        response, body = ask(client, STOCK_REQUEST)
+        assert response.status_code == 200, body
+        assert body["status"] == "clarification_needed"
+        clarification = body["clarification"]
+        assert clarification["free_form"] is True
+        assert "check_inventory" in clarification["options"]
+        assert 2 <= len(clarification["options"]) <= 4
+        assert "check_inventory" in clarification["question"]
+        session_id = body["session_id"]
+
+        response, body = ask(client, STOCK_REQUEST, session_id=session_id, clarification="check_inventory")
+        assert response.status_code == 200, body
+        assert body["status"] == "success"
+        assert body["meta"]["capability_used"] == "check_inventory"
+
+        # The session keeps its capability: a follow-up without one continues it.
+        response, body = ask(client, "Is LK-TEA-0004 in stock?", session_id=session_id)
+        assert body["meta"]["capability_used"] == "check_inventory", body
+
+        # A choice by number, in a new clarification.
+        response, body = ask(client, STOCK_REQUEST)
+        assert body["clarification"]["options"][0] == "check_inventory", body
+        response, body = ask(client, STOCK_REQUEST, session_id=body["session_id"], clarification="the first")
+        assert body["meta"]["capability_used"] == "check_inventory", body
+
+
+def test_a_clarification_in_someone_elses_session_is_refused(client, demo_content):
+    tied = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}
+    with override_settings(AGENT_HANDSHAKE=tied):
+        _, body = ask(client, STOCK_REQUEST)
+        response = client.post(
+            URL,
+            data=json.dumps({"query": STOCK_REQUEST, "session_id": body["session_id"], "clarification": "1"}),
+            content_type="application/json",
+            REMOTE_ADDR="203.0.113.9",
+        )
+        assert response.status_code == 404, response.json()
+
+
+def test_an_intent_vector_is_used_instead_of_the_query(client, demo_content):
+    site_info = capability_registry.get("site_info")
+    vector = vector_of(site_info.description)
+    response, body = ask(client, STOCK_REQUEST, context={"intent_vector": vector})
+    assert response.status_code == 200, body
+    assert body["meta"]["capability_used"] == "site_info"
+    # Normalised before use: a scaled copy routes the same way.
+    response, body = ask(client, STOCK_REQUEST, context={"intent_vector": [round(3 * x, 6) for x in vector]})
+    assert body["meta"]["capability_used"] == "site_info", body
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [
+        [0.1, 0.2, 0.3],  # not the model's 384 dimensions
+        ["0.1"] * 384,
+        [True] * 384,
+        [0.0] * 384,
+        "0.1, 0.2",
+        [],
+    ],
+)
+def test_a_malformed_intent_vector_is_a_400_naming_it(client, demo_content, vector):
+    response, body = ask(client, STOCK_REQUEST, context={"intent_vector": vector})
+    assert response.status_code == 400, body
+    assert body["status"] == "error"
+    assert body["fields"] == ["context.intent_vector"], body
+
+
+def test_description_embeddings_are_computed_once_and_kept_in_the_cache(client, demo_content):
+    counting = {**settings.AGENT_HANDSHAKE, "EMBEDDING_BACKEND": "tests.test_routing.CountingEmbeddings"}
+    description = capability_registry.get("check_inventory").description
+    CountingEmbeddings.computed = []
+    with override_settings(AGENT_HANDSHAKE=counting):
+        assert ask(client, STOCK_REQUEST)[1]["meta"]["capability_used"] == "check_inventory"
+        assert CountingEmbeddings.computed.count(description) == 1
+        keys = [routing.cache_key(get_embedding_backend(), routing.texts_of(c)) for c in capability_registry]
+        assert any(caches["default"].get(key) is not None for key in keys)
+
+        # Another request, in a "new process" (the embedding LRU emptied): read from the cache, not computed.
+        with embeddings._caches_lock:
+            embeddings._caches.clear()
+        assert ask(client, "Is LK-TEA-0002 in stock?")[1]["meta"]["capability_used"] == "check_inventory"
+        assert CountingEmbeddings.computed.count(description) == 1
+
+        # An emptied cache (a deployment whose cache was flushed) computes them again.
+        caches["default"].clear()
+        ask(client, STOCK_REQUEST)
+        assert CountingEmbeddings.computed.count(description) == 2
+
+
+def test_the_cache_key_follows_the_texts_and_the_model():
+    backend = get_embedding_backend()
+    key = routing.cache_key(backend, ["Check stock", "Whether a product is in stock."])
+    assert key == routing.cache_key(backend, ["Check stock", "Whether a product is in stock."])
+    assert key != routing.cache_key(backend, ["Check stock", "Whether a product is in stock today."])
+
+    class OtherModel(MiniLMEmbeddings):
+        model_id = "other/model"
+
+    assert key != routing.cache_key(OtherModel(), ["Check stock", "Whether a product is in stock."])
