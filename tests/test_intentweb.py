@@ -442,6 +442,49 @@ def test_chain_entries_of_registered_actors_must_verify(client, demo_content):
     assert reply["fields"] == ["attribution.chain.0.signature"]
 
 
+def test_an_operators_key_change_applies_to_the_next_message(client, demo_content):
+    """Keys are read for every message (no per-process copy): added, changed, deactivated, each counts at once."""
+    actor = "https://assistant.example/v3"
+    agent = Agent(client, actor_id=actor)
+    status, reply = agent.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert status == 200
+    assert "not verified" in reply["explicability"][0]["assumptions"][0]
+    registered = TrustedActorKey.objects.create(actor_id=actor, public_key=Agent(client).public_key)  # another key
+    status, reply = Agent(client, actor_id=actor).send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert (status, reply["status"]) == (401, "signature_invalid")
+    registered.public_key = agent.public_key  # changed to the agent's key
+    registered.save()
+    again = Agent(client, actor_id=actor)
+    again.private_key = agent.private_key
+    status, reply = again.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert status == 200
+    assert "verified with its registered key" in reply["explicability"][0]["assumptions"][0]
+    registered.active = False
+    registered.save()
+    status, reply = Agent(client, actor_id=actor).send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert status == 200
+    assert "not verified" in reply["explicability"][0]["assumptions"][0]
+
+
+def test_a_refused_message_spends_neither_its_nonce_nor_a_turn(client, demo_content):
+    agent = Agent(client, secret=key())
+    body = agent.envelope("intent_request", "I'd like to book a tea-tasting in the shop", nonce="nonce-kept-0001")
+    wrong = {**body, "message": "I'd like to book a teaware-consultation"}  # no longer hashes to its query_hash
+    status, reply = agent.post(wrong)
+    assert (status, reply["status"]) == (400, "query_hash_mismatch")
+    status, reply = agent.post(body)  # the refused message's nonce is still unspent
+    assert (status, reply["flow_type"]) == (200, "information_request")
+    turns = Interaction.objects.get(interaction_id=agent.interaction_id).turns
+    status, reply = agent.send("execution_result", "done", nonce="nonce-kept-0002")
+    assert (status, reply["status"]) == (400, "invalid_flow")
+    status, reply = agent.send("information_response", "hello", nonce="nonce-kept-0002")
+    assert (status, reply["flow_type"]) == (200, "information_request")
+    assert Interaction.objects.get(interaction_id=agent.interaction_id).turns == turns + 1
+    status, reply = agent.send("information_response", "hello", nonce="nonce-kept-0002")
+    assert (status, reply["status"]) == (401, "replayed_nonce")
+    assert Interaction.objects.get(interaction_id=agent.interaction_id).turns == turns + 1
+
+
 @pytest.mark.parametrize(
     "body",
     [

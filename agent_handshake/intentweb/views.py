@@ -103,10 +103,10 @@ def verify_chain(envelope: Envelope) -> list[str]:
     """The actor_ids whose entries were verified against a registered key; a registered key's actor with a wrong
     signature is refused."""
     entries = envelope.chain
-    keys = {
-        key.actor_id: key.public_key
-        for key in TrustedActorKey.objects.filter(active=True, actor_id__in=[e["actor_id"] for e in entries])
-    }
+    # Read on every message, not cached: a key an operator adds, changes or deactivates applies to the next request
+    # in every process. values_list: no model instances to build.
+    found = TrustedActorKey.objects.filter(active=True, actor_id__in={entry["actor_id"] for entry in entries})
+    keys = dict(found.values_list("actor_id", "public_key")) if entries else {}
     verified = []
     for index, entry in enumerate(entries):
         registered = keys.get(entry["actor_id"])
@@ -132,9 +132,9 @@ def verify_chain(envelope: Envelope) -> list[str]:
 
 def consume_nonce(nonce: str) -> None:
     """Record the nonce, or refuse it as a replay; now and then forget those older than the skew window."""
+    # No savepoint: this runs in the message's transaction (IntentView.process), which a replay leaves, rolled back.
     try:
-        with transaction.atomic():
-            IntentNonce.objects.create(nonce=nonce)
+        IntentNonce.objects.create(nonce=nonce)
     except IntegrityError:
         raise errors.AuthRequired(
             "This attribution.nonce was already used: every message needs a new one.",
@@ -183,7 +183,8 @@ class IntentView(FrontDoorView):
         endpoint = endpoint_of(request._request)
         turn = flows.Turn(request, envelope, endpoint)
         # One transaction: the nonce is spent with the work it allowed (a refused message spends nothing and
-        # changes nothing; the same message refused again is no replay of anything).
+        # changes nothing; the same message refused again is no replay of anything). Neither step opens a
+        # savepoint of its own: a refusal leaves this block, which rolls all of it back.
         with transaction.atomic():
             consume_nonce(envelope.attribution["nonce"])
             reply = turn.run()
