@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 MANAGE := $(BIN)/python manage.py
 
-.PHONY: demo test lint bench dist install-demo install-test clean
+.PHONY: demo test lint bench dist install-demo install-test clean proto
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "Python 3.10 or newer is needed; set PYTHON=" or 0)'
@@ -55,6 +55,15 @@ bench: install-test
 ## make dist: build the sdist and wheel into dist/ (tests/test_install.py builds and installs the same)
 dist: install-test
 	$(BIN)/python -m build --outdir dist .
+
+## make proto: regenerate agent_handshake/asp/asp_pb2.py(i) from asp.proto with grpcio-tools, in a venv of its own
+## (the generated module is committed; pyproject's protobuf pin follows its "Protobuf Python Version")
+PROTO_VENV ?= /tmp/agent-handshake-protoc
+proto:
+	$(PYTHON) -m venv $(PROTO_VENV)
+	$(PROTO_VENV)/bin/python -m pip install --quiet grpcio-tools==1.85.1
+	$(PROTO_VENV)/bin/python -m grpc_tools.protoc -I agent_handshake/asp/proto --python_out=agent_handshake/asp \
+	  --pyi_out=agent_handshake/asp agent_handshake/asp/proto/asp.proto
 
 clean:
 	rm -rf $(VENV) .pgdata .pgdata-* .pytest_cache build dist *.egg-info

@@ -12,6 +12,7 @@ Every path the app serves, in one place:
 ``GET /agent/converse/status/<id>``     an async job's status (``agent_handshake:converse_status``)
 ``POST /agent/handshake``               a verified agent's DID handshake, begun (``agent_handshake:handshake``)
 ``POST /agent/handshake/verify``        ... and finished: a session credential (``agent_handshake:handshake_verify``)
+``POST /agent/asp``                     Agent Semantic Protocol, framed protobuf (``agent_handshake:asp``)
 ``POST /capabilities/<name>``           one capability, AHP Appendix E (``agent_handshake:capability``)
 ``POST /ask``                           NLWeb v0.54 questions and capabilities (``agent_handshake:nlweb_ask``)
 ``POST /await``                         NLWeb: check in on, or cancel, a Promise (``agent_handshake:nlweb_await``)
@@ -36,6 +37,7 @@ from .ahp.capabilities import CapabilityView
 from .ahp.converse import ConverseView
 from .ahp.handshake import HandshakeVerifyView, HandshakeView
 from .ahp.invoke import JobStatusView
+from .asp.views import AgentSemanticProtocolView
 from .intentweb.page import IntentPageMessageView, IntentPageView
 from .intentweb.views import IntentView
 from .mcp.views import MCPView, ProtectedResourceMetadataView
@@ -54,6 +56,7 @@ urlpatterns = [
     path("agent/converse/status/<str:session_id>", JobStatusView.as_view(), name="converse_status"),
     path("agent/handshake", HandshakeView.as_view(), name="handshake"),
     path("agent/handshake/verify", HandshakeVerifyView.as_view(), name="handshake_verify"),
+    path("agent/asp", AgentSemanticProtocolView.as_view(), name="asp"),
     path("capabilities/<str:name>", CapabilityView.as_view(), name="capability"),
     path("ask", AskView.as_view(), name="nlweb_ask"),
     path("await", AwaitView.as_view(), name="nlweb_await"),

@@ -1,0 +1,371 @@
+"""``POST /agent/asp``: Agent Semantic Protocol messages as framed protobuf over HTTP (see :mod:`agent_handshake.asp`).
+
+The body is one frame (:mod:`.framing`) of ``Content-Type: application/x-protobuf``; a success is one frame back,
+of the same content type. A refusal cannot be a frame (a malformed frame has no type to answer in), so every error
+is AHP §10 JSON, ``{"status": "error", "code", "message", ...}``, with its 4xx (or 5xx) status and the
+``X-RateLimit-*`` headers, as at every front door.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.db import IntegrityError, transaction
+from django.http import HttpResponse, HttpResponseBase, JsonResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse
+from google.protobuf.message import Message
+from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
+
+from ..concierge import errors, routing
+from ..concierge import limits as ratelimit
+from ..concierge.conversation import Owner, Question, converse
+from ..concierge.validation import unstorable
+from ..conf import app_settings
+from ..frontdoor import FrontDoorView, described
+from ..identity import handshake, trust
+from ..identity.auth import Credentials
+from ..identity.authentication import AgentUser
+from ..identity.did import CHALLENGE_BYTES, SIGNATURE_BYTES
+from ..identity.site_key import site_did, site_public_key_bytes
+from ..models import SeenSignature, VerifiedAgent
+from ..registry import Capability, capability_registry
+from ..retrieval.embeddings import get_embedding_backend
+from . import asp_pb2, signing
+from .framing import FrameError, MessageType, decode, encode
+
+MEDIA_TYPE = "application/x-protobuf"
+#: Content types read as a frame (``application/protobuf`` is the IANA registration's name).
+MEDIA_TYPES = (MEDIA_TYPE, "application/protobuf", "application/octet-stream")
+#: The capability a question goes to when the intent names none and no action capability claims it.
+DEFAULT_CAPABILITY = "content_search"
+NS = 1_000_000_000
+MAX_CAPABILITIES = 50
+
+
+class ProtobufParser(BaseParser):
+    """The raw body, at most ``MAX_REQUEST_BYTES`` (the frame is decoded by the view, which refuses it in JSON)."""
+
+    media_type = MEDIA_TYPE
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> bytes:
+        request = (parser_context or {})["request"]._request
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            body = None
+        if body is None or len(body) > app_settings.MAX_REQUEST_BYTES:
+            raise errors.TooLarge(f"The request body is over the {app_settings.MAX_REQUEST_BYTES}-byte cap.")
+        return body
+
+
+def error_response(error: errors.ConciergeError) -> JsonResponse:
+    """AHP §10 JSON, the shape every refusal at this endpoint has."""
+    body = {"status": "error", "code": error.code, "message": error.message, **error.details}
+    return JsonResponse(body, status=error.status)
+
+
+def framed(message: Message, **headers: str) -> HttpResponse:
+    return HttpResponse(encode(message), content_type=MEDIA_TYPE, headers=headers)
+
+
+def refused(exc: handshake.HandshakeRefused) -> errors.ConciergeError:
+    fields = [exc.field] if exc.field else []
+    if exc.status == 403:
+        return errors.Forbidden(exc.message, code=exc.code)
+    return errors.AuthRequired(exc.message, code=exc.code, fields=fields)
+
+
+def base_url(request: Request) -> str:
+    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+
+
+def offered() -> list[Capability]:
+    """The capabilities an intent may be for: those the manifest lists with a handler."""
+    return [capability for capability in capability_registry.available() if capability.handler is not None]
+
+
+def fresh(timestamp_ns: int, name: str) -> None:
+    skew = app_settings.SIGNATURE_MAX_SKEW
+    if not timestamp_ns or abs(time.time() - timestamp_ns / NS) > skew:
+        raise errors.AuthRequired(
+            f"{name} must be Unix nanoseconds within {skew} seconds of the server's clock.",
+            code="stale_timestamp",
+            fields=[name],
+        )
+
+
+OPERATION = {
+    "operation_id": "agent_semantic_protocol",
+    "summary": "Agent Semantic Protocol: a framed protobuf HandshakeMessage or signed IntentMessage",
+    "description": (
+        "One Agent Semantic Protocol frame (4-byte big-endian length, type byte, protobuf payload): a "
+        "HandshakeMessage (0x01) answered by the site's HandshakeMessage, or a signed IntentMessage (0x02) answered "
+        "by a signed NegotiationResponse (0x03). Errors are AHP §10 JSON."
+    ),
+    # application/octet-stream too: the same frame under a generic name (what generic HTTP clients and fuzzers send).
+    "request": {MEDIA_TYPE: OpenApiTypes.BINARY, "application/octet-stream": OpenApiTypes.BINARY},
+    "responses": {
+        (200, MEDIA_TYPE): OpenApiResponse(OpenApiTypes.BINARY, description="One frame."),
+        **{
+            (status, "application/json"): OpenApiResponse(
+                {"$ref": "#/components/schemas/AHPError"}, description="A §10 error."
+            )
+            for status in (400, 401, 403, 413, 415, 429)
+        },
+    },
+    "tags": ["Agent Semantic Protocol"],
+    "auth": [],
+}
+
+
+class AgentSemanticProtocolView(FrontDoorView):
+    """``POST /agent/asp``: one framed message in, one framed message (or a §10 JSON error) out."""
+
+    parser_classes = [ProtobufParser]
+    #: An intent authenticates by its own signature, a handshake by its challenges: no header credentials.
+    authentication_classes: list = []
+    lazy_authentication = True
+    http_method_names = ["post", "options"]
+
+    def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
+        return error_response(error)
+
+    def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Request:
+        if not request.META.get("CONTENT_TYPE"):
+            request.META["CONTENT_TYPE"] = MEDIA_TYPE
+        return super().initialize_request(request, *args, **kwargs)
+
+    @described(**OPERATION)
+    def post(self, request: Request) -> HttpResponseBase:
+        try:
+            kind, message = self.message(request)
+            credentials = self.signer(message) if kind is MessageType.INTENT else None
+        except Exception:
+            self.count(request)  # a refused message counts against the sender's network
+            raise
+        if credentials is not None:
+            request.user, request.auth = AgentUser(credentials), credentials
+        self.count(request)
+        if kind is MessageType.HANDSHAKE:
+            return self.handshake(request, message)
+        if kind is MessageType.INTENT:
+            return self.intent(request, message, credentials)
+        raise errors.InvalidInput(
+            f"POST /agent/asp takes HandshakeMessage (0x01) and IntentMessage (0x02) frames, not 0x{kind:02x} "
+            f"({type(message).DESCRIPTOR.name}).",
+            code="unsupported_message_type",
+        )
+
+    def message(self, request: Request) -> tuple[MessageType, Message]:
+        content_type = (request.content_type or "").split(";")[0].strip().lower()
+        if content_type not in MEDIA_TYPES:
+            raise errors.ConciergeError(
+                f"The body must be one Agent Semantic Protocol frame, Content-Type: {MEDIA_TYPE}.",
+                code="unsupported_media_type",
+                status=415,
+            )
+        try:
+            return decode(request.data)
+        except FrameError as exc:
+            raise errors.InvalidInput(exc.message, code=exc.code) from None
+
+    # --- 0x01 HandshakeMessage ------------------------------------------------------------------------------
+
+    def handshake(self, request: Request, message: asp_pb2.HandshakeMessage) -> HttpResponseBase:
+        """The first message (no ``challenge_response``) begins the handshake, the second completes it."""
+        if len(message.did) > 100:
+            raise errors.InvalidInput("did is longer than 100 characters.", fields=["did"])
+        try:
+            if not message.challenge_response:
+                return self.begin(request, message)
+            return self.complete(message)
+        except handshake.HandshakeRefused as exc:
+            raise refused(exc) from None
+
+    def begin(self, request: Request, message: asp_pb2.HandshakeMessage) -> HttpResponseBase:
+        if len(message.capabilities) > MAX_CAPABILITIES:
+            raise errors.InvalidInput(f"At most {MAX_CAPABILITIES} capabilities.", fields=["capabilities"])
+        if len(message.public_key) != 32:
+            raise errors.InvalidInput("public_key must be the 32-byte Ed25519 key.", fields=["public_key"])
+        if len(message.challenge) != CHALLENGE_BYTES:
+            raise errors.InvalidInput(f"challenge must be {CHALLENGE_BYTES} random bytes.", fields=["challenge"])
+        hello = handshake.Hello(
+            did=message.did,
+            public_key=message.public_key,
+            challenge=message.challenge,
+            agent_id=message.agent_id[:200],
+            capabilities=[name[:100] for name in message.capabilities],
+            # Unix nanoseconds on the wire (§4); 0 is proto3's "not sent".
+            timestamp=message.timestamp // NS if message.timestamp else None,
+        )
+        answer = handshake.begin(hello)
+        return framed(
+            asp_pb2.HandshakeMessage(
+                agent_id=base_url(request) + "/",
+                did=answer.did,
+                capabilities=[capability.name for capability in capability_registry.available()],
+                version=handshake.VERSION,
+                timestamp=time.time_ns(),
+                public_key=answer.public_key,
+                challenge=answer.challenge,
+                challenge_response=answer.challenge_response,
+            ),
+            **{"Cache-Control": "no-store"},
+        )
+
+    def complete(self, message: asp_pb2.HandshakeMessage) -> HttpResponseBase:
+        if len(message.challenge) != CHALLENGE_BYTES:
+            raise errors.InvalidInput(
+                f"challenge must echo the site's {CHALLENGE_BYTES}-byte challenge.", fields=["challenge"]
+            )
+        if len(message.challenge_response) != SIGNATURE_BYTES:
+            raise errors.InvalidInput(
+                f"challenge_response must be a {SIGNATURE_BYTES}-byte Ed25519 signature.", fields=["challenge_response"]
+            )
+        session = handshake.complete_for_challenge(message.did, message.challenge, message.challenge_response)
+        return framed(
+            asp_pb2.HandshakeMessage(
+                agent_id=session.agent.agent_id,
+                did=site_did(),
+                version=handshake.VERSION,
+                timestamp=time.time_ns(),
+                public_key=site_public_key_bytes(),
+                access_token=session.token,
+                expires_in=session.expires_in,
+            ),
+            **{"Cache-Control": "no-store"},
+        )
+
+    # --- 0x02 IntentMessage ---------------------------------------------------------------------------------
+
+    def signer(self, intent: asp_pb2.IntentMessage) -> Credentials:
+        """The credentials of the verified agent that signed ``intent``, or the refusal (401, 403 ``blocked``)."""
+        if not intent.signature:
+            raise errors.AuthRequired(
+                "An IntentMessage must be signed (field 9; see the signed bytes in agent_handshake.asp.signing).",
+                code="signature_required",
+                fields=["signature"],
+            )
+        agents = VerifiedAgent.objects.select_related("key__client")
+        agent = agents.filter(did=intent.did).first() if intent.did else None
+        if agent is None:
+            raise errors.AuthRequired(
+                "The sender's DID is not a verified agent here: complete a handshake first (HandshakeMessage, 0x01).",
+                code="unverified_did",
+                fields=["did"],
+            )
+        if not signing.verify_message(intent, agent.public_key):
+            raise errors.AuthRequired(
+                "signature is not the DID key's Ed25519 signature of 'agent-handshake/asp-intent/v1' 0x00 + the "
+                "message serialized deterministically without its signature.",
+                code="signature_invalid",
+                fields=["signature"],
+            )
+        fresh(intent.timestamp, "timestamp")
+        if agent.blocked:
+            raise errors.Forbidden("This DID is blocked by the site's operators.", code="blocked")
+        refusal = agent.key.refusal(timezone.now())
+        if refusal:
+            raise errors.AuthRequired(f"The agent's key is {refusal}.")
+        seen = hashlib.sha256(signing.INTENT_DOMAIN + intent.signature).hexdigest()
+        try:
+            with transaction.atomic():
+                SeenSignature.objects.create(signature=seen)
+        except IntegrityError:
+            raise errors.AuthRequired(
+                "This signed intent was already received (replay): send a new id and timestamp.", code="replayed"
+            ) from None
+        key = agent.key
+        key.scopes = trust.scopes_of(agent)
+        return Credentials(key, "asp_signature", agent, trust.tier_of(agent.trust).rate_limits)
+
+    def intent(self, request: Request, intent: asp_pb2.IntentMessage, credentials: Credentials) -> HttpResponseBase:
+        agent = credentials.agent
+        assert agent is not None
+        text = intent.payload.strip()
+        if not any(char.isalnum() for char in text) or unstorable(text):
+            raise errors.InvalidInput(
+                "payload must be the request in words (at least one letter or digit).", fields=["payload"]
+            )
+        capability, reason = self.choose(intent, text)
+        response = asp_pb2.NegotiationResponse(
+            request_id=intent.id,
+            agent_id=base_url(request) + "/",
+            did=site_did(),
+            timestamp=time.time_ns(),
+            # The change this request makes to the agent's trust here: every request the site serves raises it.
+            trust_delta=0.0 if agent.pinned else trust.ACCEPTED,
+        )
+        if capability is None:
+            response.reason = reason
+        elif capability.action_type is not None:
+            response.reason = (
+                f"{capability.name} is an action; this binding answers questions only. Call it with JSON: POST "
+                f"/agent/converse (AHP) or POST /capabilities/{capability.name}, with the session credential of your "
+                "handshake as Authorization: Bearer."
+            )
+            response.workflow_steps.append(capability.name)
+        else:
+            owner = Owner(agent.key, ratelimit.client_address(request._request))
+            question = Question(capability=capability, text=text, requesting_agent=(agent.agent_id or agent.did)[:200])
+            turn = converse(question, owner)
+            response.workflow_steps.append(capability.name)
+            if turn.reply is not None:
+                response.accepted = True
+                response.reason = turn.reply.answer
+            else:
+                assert turn.clarification is not None
+                options = "; ".join(turn.clarification.options or [])
+                response.reason = (
+                    f"The site needs a clarification: {turn.clarification.question}"
+                    + (f" ({options})" if options else "")
+                    + " Send a new intent that says which."
+                )
+        return framed(signing.sign_as_site(response))
+
+    def choose(self, intent: asp_pb2.IntentMessage, text: str) -> tuple[Capability | None, str]:
+        """The capability ``intent`` is for, or None and the reason (a required capability the site lacks, no
+        clear route)."""
+        capabilities = offered()
+        names = {capability.name for capability in capabilities}
+        required = list(dict.fromkeys(intent.capabilities))[:MAX_CAPABILITIES]
+        if required:
+            missing = [name for name in required if name not in names]
+            if missing:
+                return None, (
+                    f"This site does not offer {', '.join(missing)[:300]}; its capabilities are "
+                    f"{', '.join(sorted(names))} (GET /.well-known/agent.json)."
+                )
+            capabilities = [capability for capability in capabilities if capability.name in required]
+            if len(capabilities) == 1:
+                return capabilities[0], ""
+        found = route(text, list(intent.intent_vector), capabilities)
+        if found.chosen is None:
+            options = ", ".join(capability.name for capability in found.candidates[:4])
+            return None, (
+                "No capability clearly fits this intent"
+                + (f" (candidates: {options})" if options else "")
+                + ": name one in capabilities, or use the JSON endpoints (POST /agent/converse), which can ask which "
+                "one you meant."
+            )
+        return found.chosen, ""
+
+
+def route(text: str, vector: list[float], capabilities: list[Capability]) -> routing.Route:
+    """Routing among ``capabilities`` (:mod:`agent_handshake.concierge.routing`) by the agent's ``intent_vector``
+    when it has the site embedding model's dimensions, else by the payload's embedding, with ``content_search`` as
+    the default for questions."""
+    chosen_vector = None
+    if len(vector) == get_embedding_backend().dimensions:
+        # A vector that is not usable (all zeros, not finite) leaves the choice to the payload's embedding.
+        with contextlib.suppress(errors.InvalidInput):
+            chosen_vector = routing.intent_vector(vector)
+    default = next((c for c in capabilities if c.name == DEFAULT_CAPABILITY), None)
+    return routing.route(text, capabilities, vector=chosen_vector, default=default)
