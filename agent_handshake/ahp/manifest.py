@@ -75,6 +75,7 @@ def agent_identity(handshake: str) -> dict[str, Any]:
         "protocol": "agent-semantic-protocol/0.1",
         "handshake": handshake,
         "verify": _path("handshake_verify"),
+        "protobuf": _path("asp"),
         "authentication": "did_session",
         "credential": "Authorization: Bearer <access_token>",
     }
