@@ -10,17 +10,20 @@ from celery import shared_task
 
 from .retrieval.embeddings import EmbeddingUnavailable
 
+#: Tasks that embed text: back to the queue if the worker dies, and retried with backoff while the embedding
+#: backend is unavailable.
+EMBEDDING_TASK = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "ignore_result": True,
+    "autoretry_for": (EmbeddingUnavailable,),
+    "retry_backoff": True,
+    "retry_backoff_max": 300,
+    "max_retries": 8,
+}
 
-@shared_task(
-    name="agent_handshake.index_object",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    ignore_result=True,
-    autoretry_for=(EmbeddingUnavailable,),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    max_retries=8,
-)
+
+@shared_task(name="agent_handshake.index_object", **EMBEDDING_TASK)
 def index_object(app_label: str, model_name: str, pk: str) -> str:
     """Re-index one registered object after it was saved or deleted."""
     from . import state
@@ -77,16 +80,7 @@ def recover_jobs() -> dict[str, int]:
     return recover()
 
 
-@shared_task(
-    name="agent_handshake.update_input_pool",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    ignore_result=True,
-    autoretry_for=(EmbeddingUnavailable,),
-    retry_backoff=True,
-    retry_backoff_max=300,
-    max_retries=8,
-)
+@shared_task(name="agent_handshake.update_input_pool", **EMBEDDING_TASK)
 def update_input_pool(capability: str) -> int:
     """Cluster a capability's new free-text fragments (schema templates' ``other``); how many keys it proposed."""
     from .concierge.input_pool import update

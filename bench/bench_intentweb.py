@@ -1,5 +1,5 @@
-"""IntentWeb's ``POST /intent``: the final turn of an intent against AHP ``POST /agent/converse`` for the same
-capability and input, in one run.
+"""IntentWeb's ``POST /intent``: the final turn of an intent, and a schema template's structured submission
+(``POST /schema-templates``), against AHP ``POST /agent/converse`` for the same capability and input, in one run.
 
 Set-up as bench_mcp_openapi.py (SciFact documents indexed by the app, limits lifted, the Django WSGI handler in
 process) with its ``bench_lookup`` MODE3 ``query`` capability. For each input, an interaction is started untimed
@@ -7,7 +7,9 @@ process) with its ``bench_lookup`` MODE3 ``query`` capability. For each input, a
 turns with the AHP request for the same input, its final ``information_response`` carries the title and is
 timed: envelope validation, the timestamp, the nonce written, the agent's Ed25519 chain entry verified (its key
 is registered, so verification runs), the interaction locked and updated, the call through the concierge, and the
-site's answer signed. The client's own hashing and signing happen before the clock starts. Target: within 1.2x.
+site's answer signed. The client's own hashing and signing happen before the clock starts. The structured
+submission names ``bench_lookup_v1`` (its template published before the clock starts): the template read (one
+query) and the payload checked against it, then the same call. Target: within 1.2x.
 
     python bench/bench_intentweb.py [--seed-docs 1500] [--queries 100]
 """
@@ -89,6 +91,7 @@ def main() -> None:
         for capability in list(capability_registry):
             if capability.action_type and capability.name != "bench_lookup":
                 del capability_registry._capabilities[capability.name]
+        post(handler, "/schema-templates", {"method": "get_schema_template", "params": {"scenario": "bench_lookup"}})
         for number, title in enumerate(titles):
             interaction_id = f"bench-{number}-{secrets.token_hex(4)}"
             first = client.envelope(interaction_id, "intent_request", "Look up a document by its title", None)
@@ -98,9 +101,13 @@ def main() -> None:
                                     first["attribution"]["query_hash"])  # fmt: skip
             converse = {"ahp": "0.1", "capability": "bench_lookup", "query": f"look up {title}",
                         "context": {"input": {"title": title}}}  # fmt: skip
-            doors = [("POST /intent (final turn)", "/intent", final), ("POST /agent/converse", "/agent/converse",
-                                                                       converse)]  # fmt: skip
-            for label, path, body in doors[number % 2 :] + doors[: number % 2]:
+            structured = {"schema_id": "bench_lookup_v1", "payload": {"title": title}}
+            doors = [
+                ("POST /intent (final turn)", "/intent", final),
+                ("POST /agent/converse", "/agent/converse", converse),
+                ("POST /schema-templates (structured submission)", "/schema-templates", structured),
+            ]
+            for label, path, body in doors[number % 3 :] + doors[: number % 3]:
                 elapsed = timed(handler, environ("POST", path, body))
                 if number >= 10:
                     times.setdefault(label, []).append(elapsed)
@@ -109,7 +116,8 @@ def main() -> None:
     done = Interaction.objects.filter(interaction_id__startswith="bench-", status=Interaction.Status.DONE).count()
     assert done == len(titles), f"{done} of {len(titles)} intents reached execution_result"
     print_table(
-        f"bench_lookup (MODE3 query): {len(titles) - 10} inputs, an intent's final turn against AHP "
+        f"bench_lookup (MODE3 query): {len(titles) - 10} inputs, an intent's final turn and a structured submission "
+        "against AHP "
         f"({len(corpus):,} SciFact documents, in process)",
         ["request", "p50 ms", "p95 ms", "vs converse p50"],
         rows_of(times, "POST /agent/converse"),

@@ -8,6 +8,7 @@ embedded default broker (kombu's filesystem transport) always runs; Redis and Ra
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -74,16 +75,32 @@ def worker_env(broker: str, tmp_path: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("broker", BROKERS)
-def test_a_saved_object_is_indexed_by_a_worker(broker, tmp_path):
-    (tmp_path / "queue").mkdir()
-    env = worker_env(broker, tmp_path)
+@contextlib.contextmanager
+def running_worker(env: dict[str, str]):
+    """A real Celery worker of the demo project on the test queue; on the way out, it must not have logged a
+    traceback."""
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool", "solo", "--loglevel", "WARNING",
          "-Q", env["AGENT_HANDSHAKE_TEST_QUEUE"], "--without-heartbeat", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
+        yield worker
+    finally:
+        worker.terminate()
+        try:
+            output, _ = worker.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            output, _ = worker.communicate()
+    assert "Traceback" not in output, output
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+def test_a_saved_object_is_indexed_by_a_worker(broker, tmp_path):
+    (tmp_path / "queue").mkdir()
+    env = worker_env(broker, tmp_path)
+    with running_worker(env):
         suffix = uuid.uuid4().hex[:6]
         subprocess.run(
             [sys.executable, "-c", SAVE_SCRIPT.replace("{suffix}", suffix)], cwd=ROOT, env=env, check=True, timeout=60
@@ -101,14 +118,6 @@ def test_a_saved_object_is_indexed_by_a_worker(broker, tmp_path):
         assert passages.exists()
         assert all(passage.embedding is not None for passage in passages)
         assert "eight hours" in " ".join(passages.values_list("text", flat=True))
-    finally:
-        worker.terminate()
-        try:
-            output, _ = worker.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            output, _ = worker.communicate()
-    assert "Traceback" not in output, output
 
 
 POOL_SCRIPT = """
@@ -139,12 +148,7 @@ def test_the_input_pool_is_clustered_by_a_worker(tmp_path):
 
     (tmp_path / "queue").mkdir()
     env = worker_env("filesystem://", tmp_path)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool", "solo", "--loglevel", "WARNING",
-         "-Q", env["AGENT_HANDSHAKE_TEST_QUEUE"], "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
+    with running_worker(env):
         subprocess.run([sys.executable, "-c", POOL_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not ProposedField.objects.exists():
@@ -154,11 +158,3 @@ def test_the_input_pool_is_clustered_by_a_worker(tmp_path):
         assert (proposal.fragments, proposal.sources) == (5, 3)
         assert "gift" in proposal.name
         assert not UnmappedFragment.objects.filter(embedding=None).exists()
-    finally:
-        worker.terminate()
-        try:
-            output, _ = worker.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            output, _ = worker.communicate()
-    assert "Traceback" not in output, output

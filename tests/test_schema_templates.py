@@ -556,3 +556,12 @@ def test_key_types_follow_the_schema_and_values_are_judged_by_it(client, db, reg
     assert (body["error"]["code"], body["error"]["fields"]) == ("invalid_type", ["payload.strength"])
     response, body = post(client, {"schema_id": "rate_tea_v1", "payload": {"stars": 5}})
     assert (response.status_code, body["error"]["fields"]) == (400, ["payload.stars"])  # not one of the enum
+
+
+def test_a_template_read_from_the_cache_yields_to_a_newer_version(client, echo):
+    assert template(client, "plan_picnic")["schema_id"] == "plan_picnic_v1"  # now cached
+    SchemaTemplate.objects.filter(scenario="plan_picnic").update(version=2)  # published by another process
+    assert template(client, "plan_picnic")["schema_id"] == "plan_picnic_v1"  # this copy lasts STATE_TTL
+    response, body = post(client, {"schema_id": "plan_picnic_v2", "payload": {"place": "Park"}})
+    assert response.status_code == 200, body  # a payload naming a newer version reads the database
+    assert template(client, "plan_picnic")["schema_id"] == "plan_picnic_v2"

@@ -33,6 +33,8 @@ def republish(capability_name: str) -> None:
 
 def changed(scenario: str) -> None:
     SchemaTemplate.objects.filter(scenario=scenario).update(source_digest="")
+    templates.forget(scenario)
+    transaction.on_commit(partial(templates.forget, scenario))
     transaction.on_commit(partial(republish, scenario))
 
 

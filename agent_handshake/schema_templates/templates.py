@@ -23,13 +23,17 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import caches
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from ..concierge import errors
 from ..concierge.invocation import validator
+from ..conf import app_settings
 from ..models import ProposedField, SchemaKeyText, SchemaTemplate
 from ..registry import Capability, capability_registry
 
@@ -226,15 +230,40 @@ def publish(capability: Capability) -> SchemaTemplate:
                 row.version += 1
             row.published, row.digest, row.source_digest = published, digest, source_digest(capability)
             row.save()
+    transaction.on_commit(partial(forget, capability.name))
+    forget(capability.name)
     return row
 
 
-def current(capability: Capability) -> SchemaTemplate:
-    """The published template (one query), rebuilt first if the capability's declaration changed since, or if a
-    change to its texts or proposals marked it stale (:mod:`.receivers`)."""
-    row = SchemaTemplate.objects.filter(scenario=capability.name).first()
+def cache_key(scenario_name: str) -> str:
+    return f"agent_handshake:schema_template:{scenario_name}"
+
+
+def forget(scenario_name: str) -> None:
+    """Drop the cached copy of a scenario's template (:func:`current`)."""
+    caches[app_settings.CACHE_ALIAS].delete(cache_key(scenario_name))
+
+
+def current(capability: Capability, at_least: int = 0) -> SchemaTemplate:
+    """The published template, rebuilt first if the capability's declaration changed since, or if a change to its
+    texts or proposals marked it stale (:mod:`.receivers`). ``row.proposals_pending`` says whether keys proposed
+    for it await an editor.
+
+    It is kept in the ``CACHE_ALIAS`` cache for ``STATE_TTL`` seconds, as the site's state is (a read costs no
+    query; a publish and a change drop it, in every process when the cache is shared, within ``STATE_TTL`` with a
+    per-process cache); a payload naming a version newer than the copy (``at_least``) reads the database."""
+    cache = caches[app_settings.CACHE_ALIAS]
+    row = cache.get(cache_key(capability.name))
+    if row is not None and row.source_digest == source_digest(capability) and row.version >= at_least:
+        return row
+    pending = ProposedField.objects.filter(capability=OuterRef("scenario"), status=ProposedField.Status.PENDING)
+    row = SchemaTemplate.objects.filter(scenario=capability.name).annotate(proposals_pending=Exists(pending)).first()
     if row is None or row.source_digest != source_digest(capability) or not row.published:
         row = publish(capability)
+        row.proposals_pending = ProposedField.objects.filter(
+            capability=capability.name, status=ProposedField.Status.PENDING
+        ).exists()
+    cache.set(cache_key(capability.name), row, app_settings.STATE_TTL)
     return row
 
 
@@ -283,7 +312,7 @@ def parse_schema_id(schema_id: Any) -> tuple[Capability, SchemaTemplate]:
             fields=["schema_id"],
         )
     capability = scenario(match["scenario"])
-    row = current(capability)
+    row = current(capability, at_least=int(match["version"]))
     if int(match["version"]) > row.version:
         raise errors.InvalidInput(
             f"{schema_id} was never published: the current template is {row.schema_id}.",

@@ -193,7 +193,9 @@ class SchemaTemplatesView(SchemaTemplatesBase):
                 )
             else:
                 status, data = 200, dict(result.outcome.data)
-            if suggestion := templates.update_suggestion(input_pool.pending(capability.name)):
+            if row.proposals_pending and (
+                suggestion := templates.update_suggestion(input_pool.pending(capability.name))
+            ):
                 data["schema_update_suggestion"] = suggestion
             return status, data
 
