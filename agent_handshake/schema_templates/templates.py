@@ -13,8 +13,9 @@ A capability is a *scenario*; its template is built from what the site already d
 The template is published in a :class:`~agent_handshake.models.SchemaTemplate` row: :func:`publish` rebuilds it
 and raises its version when anything in it changed (an editor's text, a proposal's status, or, noticed on first
 use after a deploy, the capability's declaration), so ``schema_id`` (``<scenario>_v<version>``) names one content.
-Reading a template, or checking a payload, costs one query. (During a rolling deploy in which two versions of a
-capability's declaration serve at once, each switch is a new version: deploy them one after the other.)
+Reading a template, or checking a payload, reads the cache (:func:`current`). (During a rolling deploy in which
+two versions of a capability's declaration serve at once, each switch is a new version: deploy them one after the
+other.)
 """
 
 from __future__ import annotations
