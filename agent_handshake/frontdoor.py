@@ -162,8 +162,8 @@ class FrontDoorView(APIView, abc.ABC):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self.counter = ratelimit.Counter(request._request)
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            check_declared_length(request._request)
+        # Every method: a signed GET's authentication reads the body, which Django sizes by Content-Length.
+        check_declared_length(request._request)
         super().initial(request, *args, **kwargs)  # authenticates, unless lazily
         if not self.lazy_authentication:
             self.count(request)

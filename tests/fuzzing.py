@@ -8,6 +8,7 @@ valid credentials: :data:`VALID_BEARER` (a real API key) and :data:`SIGN` (a rea
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import re
@@ -493,9 +494,64 @@ def send_django(client: Any, case: Case, secret: str) -> tuple[int, str, dict[st
     return response.status_code, response.get("Content-Type", ""), dict(response.headers), body
 
 
+SCHEMA_TEMPLATES = "/schema-templates"
+HANDSHAKE = "/agent/handshake"
+SCENARIOS = ["book_appointment", "check_inventory", "order_status", "custom_quote", "escalate_to_human", "nope"]
+template_payloads = st.fixed_dictionaries(
+    {},
+    optional={"product": _or_junk(st.just("LK-TEA-0001")), "service": _or_junk(st.just("tea-tasting")),
+              "date": _or_junk(st.sampled_from(["2026-12-01", "2026-02-30", "tomorrow"])),
+              "time": _or_junk(st.just("11:00")), "name": _or_junk(st.just("Ada")),
+              "email": _or_junk(st.just("ada@example.com")), "party_size": _or_junk(st.integers(-3, 9)),
+              "other": _or_junk(nasty_text), "junk": json_values},
+)  # fmt: skip
+schema_template_bodies = st.one_of(
+    st.fixed_dictionaries(
+        {"method": _or_junk(st.just("get_schema_template"))},
+        optional={"params": _or_junk(st.fixed_dictionaries(
+            {"scenario": _or_junk(st.sampled_from(SCENARIOS))},
+            optional={"preferred_language": _or_junk(st.sampled_from(["fr", "en-US", "x" * 40]))}))},
+    ),
+    st.fixed_dictionaries(
+        {"schema_id": _or_junk(st.sampled_from([f"{name}_v1" for name in SCENARIOS] + ["x_v0", "x_v99999999999"]))},
+        optional={"payload": _or_junk(template_payloads), "callback_url": _or_junk(st.just("https://a.example/h")),
+                  "extra": json_values},
+    ),
+)  # fmt: skip
+b64_32 = st.binary(min_size=32, max_size=32).map(lambda raw: base64.urlsafe_b64encode(raw).rstrip(b"=").decode())
+handshake_bodies = st.fixed_dictionaries(
+    {},
+    optional={"did": _or_junk(st.just("did:agent-semantic-protocol:" + "0" * 64)), "public_key": _or_junk(b64_32),
+              "challenge": _or_junk(b64_32), "agent_id": short_text, "capabilities": _or_junk(st.just(["a"])),
+              "timestamp": json_values, "handshake_id": short_text, "challenge_response": _or_junk(b64_32)},
+)  # fmt: skip
+
+
+def _template_path(name: str) -> str:
+    return f"{SCHEMA_TEMPLATES}/{quote(name.encode('utf-8', 'surrogatepass'), safe='')}"
+
+
+def schema_template_cases() -> st.SearchStrategy[Case]:
+    """GET /schema-templates/<scenario> and POST /schema-templates (the draft's method, structured submissions, or
+    any bytes), and POST /agent/handshake and /verify with generated bodies, with generated headers."""
+    posted = st.one_of(schema_template_bodies.map(lambda body: json.dumps(body).encode()), bodies)
+    shaken = st.one_of(handshake_bodies.map(lambda body: json.dumps(body).encode()), bodies)
+    names = st.one_of(st.sampled_from(SCENARIOS), short_text)
+    handshakes = st.sampled_from([HANDSHAKE, HANDSHAKE + "/verify"])
+    return st.one_of(
+        st.builds(lambda body, hdrs: Case("POST", SCHEMA_TEMPLATES, hdrs, body), posted, headers),
+        st.builds(lambda name, hdrs: Case("GET", _template_path(name), hdrs, b""), names, headers),
+        st.builds(lambda path, body, hdrs: Case("POST", path, hdrs, body), handshakes, shaken, headers),
+    )
+
+
 def endpoint(path: str) -> str | None:
     """Which AHP endpoint a percent-encoded path reaches: "converse", "status", "manifest" or None."""
     decoded = unquote(path.split("?")[0])
+    if decoded in (HANDSHAKE, HANDSHAKE + "/verify"):
+        return "converse"
+    if re.fullmatch(re.escape(SCHEMA_TEMPLATES) + r"(/[^/]+)?", decoded):
+        return "schema_templates"
     if decoded == CONVERSE:
         return "converse"
     if re.fullmatch(re.escape(STATUS) + r"[^/]+", decoded):

@@ -444,6 +444,17 @@ def test_no_generated_intent_request_gets_a_5xx(robust, case):
     check(case, robust)
 
 
+@BOUNDED
+@given(case=fuzzing.schema_template_cases())
+@example(case=fuzzing.Case("POST", "/schema-templates", {}, b'{"schema_id": "book_appointment_v1", "payload": []}'))
+@example(case=fuzzing.Case("POST", "/schema-templates", {}, b'{"schema_id": "check_inventory_v1\\n", "payload": {}}'))
+@example(case=fuzzing.Case("GET", "/schema-templates/%00", {}, b""))
+@example(case=fuzzing.Case("POST", "/agent/handshake", {}, b'{"did": 5, "public_key": [], "challenge": null}'))
+@example(case=fuzzing.Case("POST", "/agent/handshake/verify", {}, b'{"handshake_id": "\\u0000", "did": "x"}'))
+def test_no_generated_schema_template_or_handshake_request_gets_a_5xx(robust, case):
+    check(case, robust)
+
+
 def test_the_strategies_reach_the_code_behind_validation(robust):
     """Not every generated converse body is refused at parse time: some are answered (a guard against strategies
     that only ever exercise the JSON parser)."""
