@@ -198,6 +198,16 @@ DEFAULTS: dict[str, Any] = {
     # At most one update (embedding and clustering) of one capability's pool per this many seconds (0: after every
     # fragment).
     "SCHEMA_POOL_UPDATE_SECONDS": 30,
+    # Agent traffic insights (the admin's "Agent traffic"): one record per agent request on every front door,
+    # written in bulk off the request path at most every INSIGHTS_FLUSH_SECONDS (at most INSIGHTS_BUFFER_MAX
+    # records wait in a process; more are dropped and logged). Raw records are deleted after
+    # INSIGHTS_RETENTION_DAYS; the daily aggregates stay. The question text is stored (redacted) only with
+    # INSIGHTS_RECORD_QUESTIONS.
+    "INSIGHTS_ENABLED": True,
+    "INSIGHTS_RECORD_QUESTIONS": False,
+    "INSIGHTS_RETENTION_DAYS": 30,
+    "INSIGHTS_FLUSH_SECONDS": 2.0,
+    "INSIGHTS_BUFFER_MAX": 10000,
     # Per API key and capability for "action" and "async" capabilities without a rate_limit of their own (§11.2).
     "ACTION_RATE_LIMIT": "30/minute",
     # How long the first response to an Idempotency-Key is kept (seconds).
