@@ -27,9 +27,10 @@ from .. import content_signals
 from ..concierge import errors, routing
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, Turn, converse
+from ..concierge.invocation import authorize
 from ..frontdoor import described
 from ..identity import auth
-from ..identity.authentication import REALM, AgentKeyAuthentication
+from ..identity.authentication import AgentKeyAuthentication
 from ..registry import Capability, capability_registry, content_registry
 from ..retrieval.hybrid import Filters
 from . import invoke
@@ -62,12 +63,6 @@ def route(converse_request: ConverseRequest, capabilities: list[Capability]) -> 
 
 def rate_limited(usage: ratelimit.Usage, message: str) -> JsonResponse:
     return error_response(429, "rate_limited", message, scope=usage.public_scope, retry_after=usage.retry_after)
-
-
-def unauthorized(exc: auth.AuthError) -> JsonResponse:
-    response = error_response(exc.status, exc.code, exc.message)
-    response.headers["WWW-Authenticate"] = REALM
-    return response
 
 
 class ConverseView(AHPView):
@@ -114,15 +109,7 @@ class ConverseView(AHPView):
                 f"The capability {converse_request.capability!r} is not supported.",
                 available_capabilities=[c.name for c in capabilities],
             )
-        if capability.requires_auth:
-            if credentials is None:
-                return unauthorized(auth.AuthError(f"The capability {capability.name!r} requires authentication."))
-            if not credentials.key.allows(capability.scope):
-                return error_response(
-                    403,
-                    "forbidden",
-                    f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires.",
-                )
+        authorize(capability, credentials)  # 401 / 403, rendered as §10 errors by the front door
         try:
             negotiated = negotiate(capability, converse_request.accept_types)
         except UnsupportedType as exc:
