@@ -122,6 +122,9 @@ class ContentGap(models.Model):
     label = models.TextField(_("label"))
     # The dimension belongs to the embedding model in use (see EmbeddingIndex).
     centroid = VectorField(null=True)
+    #: The embedding model of ``centroid``: after the site changes models, the centroid is computed again from
+    #: the examples (``insights/gaps.py``).
+    model_id = models.CharField(max_length=200, blank=True)
     count = models.PositiveIntegerField(_("questions"), default=0)
     #: A few redacted questions of the group, most recent last.
     examples = models.JSONField(_("examples"), default=list, blank=True)
