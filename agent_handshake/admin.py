@@ -589,3 +589,7 @@ class VerifiedAgentAdmin(admin.ModelAdmin):
             trust.set_by_operator(obj, wanted, request.user.get_username() or "an operator")
         else:
             super().save_model(request, obj, form, change)
+
+
+# --- agent traffic insights: the overview, each agent's page and the CSV export (agent_handshake/insights/) ------
+from .insights import admin as insights_admin  # noqa: E402, F401

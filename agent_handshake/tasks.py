@@ -86,3 +86,12 @@ def update_input_pool(capability: str) -> int:
     from .concierge.input_pool import update
 
     return len(update(capability))
+
+
+@shared_task(name="agent_handshake.insights_daily", acks_late=True, reject_on_worker_lost=True)
+def insights_daily() -> dict[str, object]:
+    """Aggregate every closed day of agent traffic not aggregated yet, then purge the raw rows past
+    ``INSIGHTS_RETENTION_DAYS`` (only days whose aggregates count them all). Safe to run twice, or hourly."""
+    from .insights.aggregation import run_daily
+
+    return run_daily()

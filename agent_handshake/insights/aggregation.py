@@ -266,7 +266,7 @@ class TrafficRange:
 
     def raw_rows(self) -> QuerySet[AgentRequest]:
         if not self.raw_days:
-            return AgentRequest.objects.none()
+            return AgentRequest.objects.none().annotate(day=site_day())
         rows = AgentRequest.objects.filter(
             at__gte=day_bounds(self.raw_days[0])[0], at__lt=day_bounds(self.raw_days[-1])[1]
         ).annotate(day=site_day())

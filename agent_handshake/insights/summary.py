@@ -70,6 +70,9 @@ def build_report(start: datetime.date, end: datetime.date, top: int = TOP, never
         key=lambda item: (-item[1], item[0].title),
     )[:top]
     uncited = documents.exclude(pk__in=list(citations)).order_by("title", "pk")
+    agents, capabilities = by_requests(traffic.summary("agent"))[:top], by_requests(traffic.summary("capability"))[:top]
+    for row in (*agents, *capabilities):
+        row["p95_text"] = format_latency(percentile(row["latency_histogram"], 0.95))
     return Report(
         start=start,
         end=end,
@@ -77,8 +80,8 @@ def build_report(start: datetime.date, end: datetime.date, top: int = TOP, never
         total=traffic.total(),
         by_protocol=by_requests(traffic.summary("protocol")),
         by_outcome=by_requests(traffic.summary("outcome")),
-        agents=by_requests(traffic.summary("agent"))[:top],
-        capabilities=by_requests(traffic.summary("capability"))[:top],
+        agents=agents,
+        capabilities=capabilities,
         cited=cited,
         never_cited=list(uncited[:never_cited_limit]),
         never_cited_count=uncited.count(),
