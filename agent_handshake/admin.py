@@ -593,3 +593,4 @@ class VerifiedAgentAdmin(admin.ModelAdmin):
 
 # --- agent traffic insights: the overview, each agent's page and the CSV export (agent_handshake/insights/) ------
 from .insights import admin as insights_admin  # noqa: E402, F401
+from .insights import gaps_admin  # noqa: E402, F401  (the content gaps)

@@ -208,6 +208,12 @@ DEFAULTS: dict[str, Any] = {
     "INSIGHTS_RETENTION_DAYS": 30,
     "INSIGHTS_FLUSH_SECONDS": 2.0,
     "INSIGHTS_BUFFER_MAX": 10000,
+    # Content gaps (insights/gaps.py): a recorded question that got no answer or only weak matches joins the gap
+    # whose centre it reaches GAP_SIMILARITY with (cosine, once the site's common direction is taken out; 0.5 for
+    # all-MiniLM-L6-v2, measured in the README), or is clustered with the others into new gaps. One run takes at
+    # most GAP_BATCH questions, the oldest first.
+    "INSIGHTS_GAP_SIMILARITY": 0.5,
+    "INSIGHTS_GAP_BATCH": 2000,
     # Per API key and capability for "action" and "async" capabilities without a rate_limit of their own (§11.2).
     "ACTION_RATE_LIMIT": "30/minute",
     # How long the first response to an Idempotency-Key is kept (seconds).

@@ -95,3 +95,12 @@ def insights_daily() -> dict[str, object]:
     from .insights.aggregation import run_daily
 
     return run_daily()
+
+
+@shared_task(name="agent_handshake.update_content_gaps", **EMBEDDING_TASK)
+def update_content_gaps() -> int:
+    """Group the questions agents got no answer (or only weak matches) for into content gaps; how many it grouped.
+    Two runs at once do not overlap: the second finds the first's lock and returns 0."""
+    from .insights.gaps import update_gaps
+
+    return update_gaps()

@@ -114,4 +114,5 @@ CELERY_BEAT_SCHEDULE = {
     "agent-handshake-cleanup-sessions": {"task": "agent_handshake.cleanup_sessions", "schedule": 300.0},
     # Re-sends async jobs and callbacks whose messages were lost, expires unanswered desk requests.
     "agent-handshake-recover-jobs": {"task": "agent_handshake.recover_jobs", "schedule": 15.0},
+    "agent-handshake-update-content-gaps": {"task": "agent_handshake.update_content_gaps", "schedule": 3600.0},
 }
