@@ -92,6 +92,9 @@ AGENT_HANDSHAKE = {
         {"name": "verified", "min_trust": 0.3, "rate_limits": "authenticated", "scopes": []},
         {"name": "probation", "min_trust": 0.0, "rate_limits": "unauthenticated", "scopes": []},
     ],
+    # The demo opts in to keeping agents' questions (redacted) with the traffic records: the admin's agent pages
+    # and the content gaps show them. Off by default; a site should say so in its privacy notice when it turns it on.
+    "INSIGHTS_RECORD_QUESTIONS": True,
 }
 
 # Celery. With no CELERY_BROKER_URL the broker is kombu's filesystem transport in .queue/ (no service to run;
@@ -114,5 +117,8 @@ CELERY_BEAT_SCHEDULE = {
     "agent-handshake-cleanup-sessions": {"task": "agent_handshake.cleanup_sessions", "schedule": 300.0},
     # Re-sends async jobs and callbacks whose messages were lost, expires unanswered desk requests.
     "agent-handshake-recover-jobs": {"task": "agent_handshake.recover_jobs", "schedule": 15.0},
+    # Aggregates the agent traffic of closed days and purges raw records past INSIGHTS_RETENTION_DAYS; hourly, so a
+    # day is aggregated within the hour after it ends (a run with nothing to do is one small query).
+    "agent-handshake-insights-daily": {"task": "agent_handshake.insights_daily", "schedule": 3600.0},
     "agent-handshake-update-content-gaps": {"task": "agent_handshake.update_content_gaps", "schedule": 3600.0},
 }

@@ -105,3 +105,79 @@ def test_a_person_books_a_tasting_on_the_intent_page(demo_content, written_by_th
     assert appointment.service == "tea-tasting"
     assert appointment.date.isoformat() == booking["date"]
     assert Interaction.objects.get(external_id=reference).status == Interaction.Status.DONE
+
+
+@pytest.fixture(scope="module")
+def committed_traffic(django_db_setup, django_db_blocker):
+    """Agent traffic a live server can see (committed, the closed days aggregated) and a staff member allowed to
+    read it; all deleted after the module."""
+    from django.contrib.auth.models import Permission, User
+    from django.contrib.sessions.models import Session
+
+    from agent_handshake.insights.aggregation import run_daily, site_today
+    from agent_handshake.models import AgentRequest, DailyCitation, DailyTraffic, Document
+    from tests.test_insights_aggregates import plant_documents, plant_traffic
+
+    with django_db_blocker.unblock():
+        planted = plant_traffic(site_today(), documents=plant_documents(prefix="browser-insights"))
+        run_daily()
+        owner = User.objects.create_user("insights-owner", password="a long enough password", is_staff=True)
+        owner.user_permissions.add(Permission.objects.get(codename="view_insights"))
+    yield planted
+    with django_db_blocker.unblock():
+        for model in (AgentRequest, DailyTraffic, DailyCitation, Session):
+            model.objects.all().delete()
+        Document.objects.filter(pk__in=[document.pk for document in planted.documents]).delete()
+        owner.delete()
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium on this machine: `apt-get install chromium` (make install-test)")
+def test_an_owner_reads_the_agent_traffic_pages(committed_traffic):
+    """The admin's agent traffic pages in headless Chromium, as an owner with the permission reads them: log in,
+    the overview's totals and charts, an agent's page from the top agents, the content gaps; no script an agent
+    named itself runs. Screenshots are kept as artefacts."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make install-test)")
+    planted = committed_traffic
+    finder = [row for row in planted.rows if row.agent == "Tea Finder"]
+    with serve("gunicorn (WSGI)", "") as url, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        dialogs = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto(f"{url}/admin/login/?next=/admin/")
+        page.get_by_label("Username").fill("insights-owner")
+        page.get_by_label("Password").fill("a long enough password")
+        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("link", name="Agent requests").click()
+
+        assert page.get_by_role("heading", name="Agent traffic").is_visible()
+        assert page.locator("#total-requests").text_content() == str(len(planted.rows))
+        rate_limited = sum(row.outcome == "rate_limited" for row in planted.rows)
+        assert page.locator("#total-rate-limited").text_content() == str(rate_limited)
+        charts = page.locator("svg[role=img]")
+        assert charts.count() == 5
+        assert page.locator("#chart-protocol rect.bar").count() >= len(planted.days)  # a bar for every day
+        box = page.locator("#chart-protocol svg").bounding_box()
+        assert box is not None
+        assert box["width"] > 300  # drawn, not collapsed
+        assert page.get_by_role("img", name="Requests per day by outcome").is_visible()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "insights-overview.png"), full_page=True)
+
+        page.locator("#top-agents").get_by_role("link", name="Tea Finder", exact=True).click()
+        page.get_by_role("heading", name="Agent: Tea Finder").wait_for()
+        assert page.locator("#total-requests").text_content() == str(len(finder))
+        limited = sum(row.outcome == "rate_limited" for row in finder)
+        assert page.locator("#total-rate-limited").text_content() == str(limited)
+        assert "book a tasting" in page.locator("#recent").text_content()
+        page.screenshot(path=str(ARTIFACTS / "insights-agent.png"), full_page=True)
+
+        page.go_back()
+        gaps = page.get_by_role("link", name="Content gaps")
+        if gaps.count():  # the content gaps' admin (agent_handshake/insights/gaps_admin.py)
+            gaps.first.click()
+            page.wait_for_load_state()
+            assert page.locator("#content h1").first.is_visible()
+            page.screenshot(path=str(ARTIFACTS / "insights-content-gaps.png"), full_page=True)
+        browser.close()
+    assert dialogs == []  # the agent named "<script>alert('x')</script> bot" ran nothing

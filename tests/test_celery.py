@@ -158,3 +158,40 @@ def test_the_input_pool_is_clustered_by_a_worker(tmp_path):
         assert (proposal.fragments, proposal.sources) == (5, 3)
         assert "gift" in proposal.name
         assert not UnmappedFragment.objects.filter(embedding=None).exists()
+
+
+DAILY_SCRIPT = """
+import django
+django.setup()
+from agent_handshake.tasks import insights_daily
+insights_daily.delay()
+"""
+
+
+def test_the_daily_insights_task_runs_on_a_worker(tmp_path):
+    """Agent traffic of closed days is aggregated, and raw records past retention purged, by a real worker."""
+    import datetime
+
+    from agent_handshake.insights.aggregation import site_today
+    from agent_handshake.models import AgentRequest, DailyTraffic
+    from tests.test_insights_aggregates import plant_traffic
+
+    planted = plant_traffic(site_today() - datetime.timedelta(days=30))  # its first day is 33 days old
+    (tmp_path / "queue").mkdir()
+    env = worker_env("filesystem://", tmp_path)
+    with running_worker(env):
+        subprocess.run([sys.executable, "-c", DAILY_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
+        oldest_kept = site_today() - datetime.timedelta(days=30)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and (
+            not DailyTraffic.objects.filter(day=planted.days[-1]).exists()
+            or AgentRequest.objects.filter(at__date__lt=oldest_kept).exists()
+        ):
+            time.sleep(0.3)
+    aggregated = {
+        day: sum(DailyTraffic.objects.filter(day=day).values_list("requests", flat=True)) for day in planted.days
+    }
+    assert aggregated == {day: sum(row.at.date() == day for row in planted.rows) for day in planted.days}
+    # INSIGHTS_RETENTION_DAYS is 30: the days more than 30 days old are purged, their aggregates kept.
+    assert not AgentRequest.objects.filter(at__date__lt=oldest_kept).exists()
+    assert AgentRequest.objects.filter(at__date=planted.days[-1]).count() == aggregated[planted.days[-1]]
