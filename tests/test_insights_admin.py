@@ -187,6 +187,9 @@ def test_an_agents_page_shows_its_errors_and_limits(owner, planted):
         {"start": "2024-03-10", "end": "2024-03-01"},
         {"start": "1990-01-01", "end": "2024-01-01"},
         {"end": "99999-01-01"},
+        {"end": "9999-12-31"},
+        {"start": "0001-01-01", "end": "0001-01-05"},
+        {"start": "2024-01-01", "end": "2024-01-01\x00"},
     ],
 )
 def test_bad_dates_are_form_errors(owner, planted, query):

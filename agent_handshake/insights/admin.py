@@ -31,6 +31,7 @@ PERMISSION = "agent_handshake.view_insights"
 #: The longest range a page or an export covers (days).
 MAX_DAYS = 366
 DEFAULT_DAYS = 14
+EARLIEST = datetime.date(2000, 1, 1)
 #: The raw requests an agent's page lists.
 RECENT = 50
 #: Cells starting with one of these are formulas to a spreadsheet (OWASP "CSV injection").
@@ -54,6 +55,10 @@ class RangeForm(forms.Form):
         start = data.get("start") or end - datetime.timedelta(days=DEFAULT_DAYS - 1)
         if start > end:
             raise forms.ValidationError("The start is after the end.")
+        if end > today:
+            raise forms.ValidationError("The range ends after today.")
+        if start < EARLIEST:  # also keeps day arithmetic far from date.min
+            raise forms.ValidationError(f"The range starts before {EARLIEST}.")
         if (end - start).days + 1 > MAX_DAYS:
             raise forms.ValidationError(f"A range covers at most {MAX_DAYS} days.")
         data["start"], data["end"] = start, end
