@@ -186,6 +186,9 @@ DEFAULTS: dict[str, Any] = {
     # action_type) competes only if it scores at least the site's content (its best passage) minus CONTENT_MARGIN;
     # otherwise the request is a question for content_search.
     "ROUTING_CONTENT_MARGIN": 0.1,
+    # ... and a capability's score gains CUE_WEIGHT when the request has one of its cue words: a word of its own
+    # texts (intent, description, examples) that no other capability's texts have. 0 turns the cue off.
+    "ROUTING_CUE_WEIGHT": 0.03,
     # Schema templates' differential semantic pool (free text agents sent in a template's "other" key): fragments
     # whose embeddings are at least SIMILARITY (cosine) apart join one cluster; a cluster of MIN_FRAGMENTS from
     # MIN_SOURCES distinct senders (API keys or networks), spread over at least MIN_SPAN_SECONDS, becomes a proposed

@@ -171,7 +171,8 @@ def main() -> None:
     print_table(
         f"Routing {total} hand-written phrasings among {len(capabilities)} capabilities "
         f"(ROUTING_MIN_SCORE {app_settings.ROUTING_MIN_SCORE}, ROUTING_MARGIN {app_settings.ROUTING_MARGIN}, "
-        f"ROUTING_CONTENT_MARGIN {app_settings.ROUTING_CONTENT_MARGIN})",
+        f"ROUTING_CONTENT_MARGIN {app_settings.ROUTING_CONTENT_MARGIN}, "
+        f"ROUTING_CUE_WEIGHT {app_settings.ROUTING_CUE_WEIGHT})",
         ["capability", "n", "top-1 before", "top-1", "tune", "held-out", "clarified", "wrong", "via get_<model>"],
         rows,
     )

@@ -3,6 +3,7 @@ embedding model and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -179,3 +180,59 @@ def test_the_cache_key_follows_the_texts_and_the_model():
         model_id = "other/model"
 
     assert key != routing.cache_key(OtherModel(), ["Check stock", "Whether a product is in stock."])
+
+
+# A stock question naming a product, not a SKU: the product's own page ("N in stock") fits it better than the
+# capability's texts do, so it went to content_search while the product's page counted against the stock check.
+NAMED_STOCK_REQUEST = "Have you run out of the Shou Pu-erh mini tuos?"
+
+
+def test_the_content_an_action_applies_to_does_not_count_against_it(demo_content):
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    inventory = capability_registry.get("check_inventory")
+    default = capability_registry.get("content_search")
+    vector = routing.embed_query(NAMED_STOCK_REQUEST)
+    score = next(s.score for s in routing.rank(NAMED_STOCK_REQUEST, capabilities) if s.capability is inventory)
+    margin = settings.AGENT_HANDSHAKE.get("ROUTING_CONTENT_MARGIN", 0.1)
+    # Against all the content (the product page included) it would not compete; against the rest it does.
+    assert score < routing.content_fit(vector, default) - margin
+    assert score >= routing.content_fit(vector, default, excluding=tuple(inventory.applies_to)) - margin
+    assert routing.route(NAMED_STOCK_REQUEST, capabilities, vector=vector, default=default).chosen is inventory
+
+
+def test_cue_words_are_the_words_only_one_capability_declares():
+    texts = (("Check stock", "Whether a product is in stock."), ("Track an order", "The status of a product's order."))
+    stock, order = routing.cues(texts)
+    assert {"check", "stock"} <= stock  # their first CUE_PREFIX letters
+    assert {"track", "order", "statu"} <= order
+    assert "produ" not in stock | order  # both declare "product": a cue of neither
+    assert routing.words("Booking 12 tasting sessions") == {"booki", "tasti", "sessi"}  # no numbers
+
+
+def test_a_cue_word_in_the_request_adds_the_cue_weight(demo_content):
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    request = "Anything left in stock?"
+    assert (
+        "stock"
+        in routing.cues(tuple(tuple(routing.texts_of(c)) for c in capabilities))[
+            capabilities.index(capability_registry.get("check_inventory"))
+        ]
+    )
+    scores = {}
+    for weight in (0.0, 0.05):
+        with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "ROUTING_CUE_WEIGHT": weight}):
+            scores[weight] = {s.capability.name: s.score for s in routing.rank(request, capabilities)}
+    assert scores[0.05]["check_inventory"] == pytest.approx(scores[0.0]["check_inventory"] + 0.05, abs=1e-6)
+    assert scores[0.05]["site_info"] == pytest.approx(scores[0.0]["site_info"], abs=1e-6)  # no cue of its own
+
+
+def test_the_built_in_answering_capabilities_have_examples_that_route(demo_content):
+    # site_info (contact is offered only once the site profile has contact details, which the test profile lacks).
+    query, capability = "What kind of organisation is this?", capability_registry.get("site_info")
+    assert capability.examples
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    default = capability_registry.get("content_search")
+    assert routing.route(query, capabilities, default=default).chosen is capability
+    # Its description alone did not bring these requests to it.
+    bare = [dataclasses.replace(c, examples=()) if c is capability else c for c in capabilities]
+    assert routing.route(query, bare, default=default).chosen is not bare[capabilities.index(capability)]

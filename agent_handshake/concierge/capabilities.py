@@ -14,6 +14,25 @@ from ..registry import Capability, capability_registry, content_registry
 from . import answering
 
 PLAIN_TYPES = ("text/answer", "application/feed")
+#: What people ask these for, in words that fit any site (routing reads them; IntentWeb publishes them). A site
+#: that wants its own registers a capability of the same name in an ``agents`` module: it is kept instead.
+#: ``content_search`` has none: its fit is the content's own (see :mod:`.routing`); generic examples of content
+#: questions only took requests from the others (measured in bench/bench_routing.py).
+CONTACT_EXAMPLES = (
+    "How can I contact you?",
+    "What is your email address?",
+    "What's your phone number?",
+    "What is your postal address?",
+    "Where is your contact form?",
+)
+SITE_INFO_EXAMPLES = (
+    "What is this site about?",
+    "Who runs this website?",
+    "Tell me about your company.",
+    "What does this business do?",
+    "How long have you been in business?",
+    "Who are you?",
+)
 
 
 def _register(capability: Capability) -> None:
@@ -28,6 +47,7 @@ def register_builtin_capabilities() -> None:
             name="contact",
             description="How to reach the site owner: email, phone, postal address, contact page.",
             mode="MODE1",
+            examples=CONTACT_EXAMPLES,
             response_types=["application/data", "text/answer"],
             handler=answering.contact,
             available=lambda: bool(state.snapshot().contact),
@@ -42,6 +62,7 @@ def register_builtin_capabilities() -> None:
             name="site_info",
             description="General information about this site, its owner and purpose.",
             mode="MODE2",
+            examples=SITE_INFO_EXAMPLES,
             response_types=["text/answer"],
             models=about,
             handler=answering.site_info,

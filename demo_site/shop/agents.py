@@ -88,7 +88,10 @@ def _find_product(reference: str) -> Product:
     examples=(
         "Is the Dew of Yame gyokuro in stock?",
         "Do you have LK-TEA-0001?",
-        "How many tetsubin kettles are left?",
+        "How many kettles are left?",
+        "Is this teapot available right now?",
+        "Is it sold out?",
+        "What quantity do you have of this tea?",
     ),
     input_schema={
         "type": "object",
@@ -133,7 +136,13 @@ def check_inventory(invocation: Invocation) -> Outcome:
     description="The status of an order, given its number and the email address it was placed with.",
     action_type="query",
     intent="Track an order",
-    examples=("Where is my order LK-10001?", "Has order LK-10023 shipped yet?", "What's the status of my order?"),
+    examples=(
+        "Where is my order LK-10001?",
+        "Has order LK-10023 shipped yet?",
+        "What's the status of my order?",
+        "My order hasn't arrived",
+        "When will my parcel be delivered?",
+    ),
     notes=("The order number and the email address must both match the order.",),
     scope="orders",
     input_schema={
@@ -206,7 +215,12 @@ def _quote_lines(text: str) -> dict:
     description="A price quote for quantities of products: volume discount, shipping and total, valid 14 days.",
     action_type="query",
     intent="Get a price quote",
-    examples=("Quote me 12 x LK-TEA-0001 and 3 x LK-TEA-0004", "How much would 20 tins of sencha cost with shipping?"),
+    examples=(
+        "Quote me 12 x LK-TEA-0001 and 3 x LK-TEA-0004",
+        "How much would 20 tins cost with shipping?",
+        "What discount do I get on a large order?",
+        "Total price for 10 teapots, shipping included",
+    ),
     constraints=("Quotes are valid for 14 days.",),
     input_schema={
         "type": "object",
@@ -305,6 +319,7 @@ OPENING_HOURS = (datetime.time(10, 0), datetime.time(17, 0))  # Tuesday to Satur
         "Book a tea tasting for 2 next Saturday at 11:00",
         "I'd like a teaware consultation on Thursday afternoon",
         "Can I reserve a tasting under the name Jane Smith?",
+        "Can I make an appointment?",
     ),
     constraints=(
         "Tuesday to Saturday, 10:00 to 17:00, on the hour or half hour",
@@ -377,5 +392,14 @@ def book_appointment(invocation: Invocation) -> Outcome:
 
 desk.register_escalation(
     description="Pass a question or request to a person at Lantern & Kettle (wholesale, custom blends, "
-    "complaints); the answer arrives by poll or callback."
+    "complaints); the answer arrives by poll or callback.",
+    examples=(
+        "I'd like to speak to someone",
+        "Can a person help me with a custom order?",
+        "Connect me with a member of staff",
+        "Can someone help me set up a wholesale account?",
+        "I want to make a complaint",
+        "Please ask a person to get back to me",
+        "I need a custom blend made for my business",
+    ),
 )
