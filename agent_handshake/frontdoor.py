@@ -9,7 +9,10 @@ authentication, a global throttle, the browsable API) never reach an agent endpo
 2. authenticates with :mod:`agent_handshake.identity.authentication` (API key or signed request);
 3. counts the request with django-ratelimit (:mod:`agent_handshake.concierge.limits`): per API key, else per
    client network; refused credentials count per network, so guessing keys is limited too;
-4. adds the ``X-RateLimit-*`` headers to every response, errors included.
+4. adds the ``X-RateLimit-*`` headers to every response, errors included;
+5. records the request for the site's agent traffic insights (:mod:`agent_handshake.insights.recording`): opened
+   before anything else, so a request refused at the door is recorded too, and finished with its status, its
+   latency and who asked once the response is made (a streamed one when its stream ends).
 
 Every exception becomes a :class:`~agent_handshake.concierge.errors.ConciergeError` (:func:`domain_error`:
 DRF's own, Django's, and anything unexpected, which is logged and becomes ``Failed``), and the view's
@@ -19,6 +22,7 @@ DRF's own, Django's, and anything unexpected, which is logged and becomes ``Fail
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 from typing import Any
 
@@ -41,6 +45,7 @@ from .concierge.validation import load_object
 from .conf import app_settings
 from .identity import trust
 from .identity.authentication import REALM, AgentKeyAuthentication, CredentialsRefused
+from .insights import recording
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +129,14 @@ def domain_error(exc: Exception) -> errors.ConciergeError:
     return errors.Failed("The concierge failed; the error was logged.")
 
 
+@functools.cache
+def protocol_of(view: type) -> str:
+    """The protocol a view's requests are recorded under: its package in this app (``ahp``, ``nlweb``, ``mcp``,
+    ``intentweb``, ``schema_templates``, ``asp``), else its module's top package."""
+    parts = view.__module__.split(".")
+    return parts[1] if parts[0] == __package__ and len(parts) > 2 else parts[0]
+
+
 class FrontDoorView(APIView, abc.ABC):
     """The base of every protocol endpoint (see the module docstring); subclasses set :meth:`render_error`."""
 
@@ -143,6 +156,11 @@ class FrontDoorView(APIView, abc.ABC):
     openapi_inspector: type[AutoSchema] = AutoSchema
     #: True to authenticate and count in the handler, after the body is read (AHP: credentials may be in it).
     lazy_authentication = False
+    #: The protocol this view's requests are recorded under in the traffic insights ("": :func:`protocol_of`).
+    insights_protocol = ""
+    #: The URL keyword arguments that name the capability a request is for, recorded before the concierge says
+    #: (a request refused at the door still names it).
+    insights_capability_kwargs = ("name", "scenario")
 
     @abc.abstractmethod
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
@@ -152,6 +170,33 @@ class FrontDoorView(APIView, abc.ABC):
     def default_response_headers(self) -> dict[str, str]:
         """None: DRF would put ``Allow`` on every response; ours carry it on a 405 and an OPTIONS only."""
         return {}
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if request.method == "OPTIONS":  # a browser's preflight, not an agent's request
+            return super().dispatch(request, *args, **kwargs)
+        named = next((kwargs[name] for name in self.insights_capability_kwargs if name in kwargs), "")
+        record = recording.begin(self.insights_protocol or protocol_of(type(self)), str(named))
+        if record is None:
+            return super().dispatch(request, *args, **kwargs)
+        try:
+            response = super().dispatch(request, *args, **kwargs)
+        except BaseException:
+            self.settle(record, request, 500)
+            recording.finish(record)
+            raise
+        self.settle(record, request, response.status_code)
+        if getattr(response, "streaming", False):
+            response.streaming_content = recording.streamed(record, response.streaming_content)
+        else:
+            recording.finish(record)
+        return response
+
+    def settle(self, record: recording.Record, request: Any, status: int) -> None:
+        """Who asked (never authenticating here: only what the request did) and the status, on ``record``."""
+        credentials = getattr(getattr(self, "request", None), "_auth", None)
+        kind, agent = recording.who_asked(credentials)
+        address = ratelimit.client_address(request) if kind == recording.AgentKind.ANONYMOUS else None
+        record.settle(status, agent_kind=kind, agent=agent, address=address)
 
     def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Request:
         # DRF reads no body without a Content-Type; agents that leave it out still send JSON (as AgentJSONParser

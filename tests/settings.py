@@ -77,6 +77,9 @@ AGENT_HANDSHAKE = {
     "INTENT_UI_SCOPES": ["book_appointment"],
     # The schema templates' pool is clustered after every fragment (tests/test_schema_templates.py tests the interval).
     "SCHEMA_POOL_UPDATE_SECONDS": 0,
+    # Agent traffic insights: no writer thread, whose commits would escape the tests' transactions; recorded requests
+    # are written by recording.flush() on the test's connection. A server a test starts may set the interval (env).
+    "INSIGHTS_FLUSH_SECONDS": float(os.environ.get("AGENT_HANDSHAKE_INSIGHTS_FLUSH_SECONDS", "0")),
 }
 # ... which is what W005 warns about outside DEBUG: expected here.
 SILENCED_SYSTEM_CHECKS = ["agent_handshake.W005"]

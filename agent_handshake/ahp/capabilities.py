@@ -38,6 +38,8 @@ def input_fields(capability: Capability) -> list[str]:
 
 class CapabilityView(ConverseView):
     input_prefix = ""
+    #: Recorded as OpenAPI operations (the traffic insights), though AHP does the work.
+    insights_protocol = "openapi"
     #: Set per operation when ``/openapi.json`` is generated (one operation per capability; see
     #: :mod:`agent_handshake.openapi`); None when serving.
     documented_capability: Capability | None = None

@@ -26,6 +26,10 @@ from .backends import Evidence, GeneratedAnswer, clean_answer, get_answer_backen
 from .extractive import terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
+#: How far above the relevance floor a best match is still weak. With all-MiniLM-L6-v2 (floor 0.34) the demo's
+#: on-topic questions scored 0.36-0.83 and the one off-topic question over the floor 0.42: under 0.44 is a match
+#: to look at (see the README's RELEVANCE_FLOOR).
+WEAK_MARGIN = 0.1
 
 
 @dataclass
@@ -57,6 +61,10 @@ class Reply:
     guardrail: str | None = None
     #: The retrieved documents (``Document`` primary keys) in rank order, as ``sources`` lists them.
     document_ids: list[int] = field(default_factory=list)
+    #: Nothing on the site answers the question: retrieval found nothing relevant (the answer says so).
+    no_answer: bool = False
+    #: Answered, but the best match is weak: under :data:`WEAK_MARGIN` above the relevance floor (or kept below it).
+    weak: bool = False
 
     def response(self) -> dict[str, Any]:
         body: dict[str, Any] = {"content_type": self.content_type, "answer": self.answer}
@@ -159,7 +167,14 @@ class ContentConcierge:
             if clarification:
                 return clarification
         yield Ranked([hit.document_id for hit in hits])
-        return self.reply(ctx, hits)
+        reply = self.reply(ctx, hits)
+        reply.no_answer, reply.weak = not hits, self.weak(hits)
+        return reply
+
+    def weak(self, hits: list[DocumentHit]) -> bool:
+        """Whether the best of ``hits`` is a weak match (see :data:`WEAK_MARGIN`); False without vector scores."""
+        similarities = [hit.similarity for hit in hits if hit.similarity is not None]
+        return bool(similarities) and max(similarities) < self.retriever.relevance_floor + WEAK_MARGIN
 
     def relevant(self, ctx: ConverseContext, hits: list[DocumentHit]) -> bool:
         """Whether the site has anything on the request.

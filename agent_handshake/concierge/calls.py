@@ -31,6 +31,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from ..conf import app_settings
+from ..insights import recording
 from ..models import ApiKey, ConverseSession, IdempotencyRecord, Job
 from ..registry import Capability
 from . import callbacks, errors, jobs
@@ -76,6 +77,20 @@ class Refused:
 
 
 Result = Done | Accepted | NeedsInput | Refused
+OUTCOMES = {
+    Done: recording.Outcome.SUCCESS,
+    Accepted: recording.Outcome.SUCCESS,
+    NeedsInput: recording.Outcome.CLARIFICATION,
+    Refused: recording.Outcome.REFUSED,
+}
+
+
+def noted(result: Result) -> Result:
+    """``result``, noted for the traffic insights."""
+    recording.note(outcome=OUTCOMES[type(result)])
+    return result
+
+
 #: A front door's rendering of a result: (HTTP status, JSON body).
 Rendered = tuple[int, dict[str, Any]]
 
@@ -116,13 +131,18 @@ class Call:
 
     def respond(self, render: Callable[[Result], Rendered], idempotency_key: str | None = None) -> Rendered:
         """Count, then run the call once (per idempotency key) and return the front door's rendering."""
-        self.count()
-        if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-            raise errors.InvalidInput(f"Idempotency-Key is over {MAX_IDEMPOTENCY_KEY} characters.")
-        with transaction.atomic():
-            if idempotency_key and self.key is not None:
-                return self.once(idempotency_key, render)
-            return render(self.run())
+        recording.note(capability=self.capability.name, question=self.query, requesting_agent=self.requesting_agent)
+        try:
+            self.count()
+            if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+                raise errors.InvalidInput(f"Idempotency-Key is over {MAX_IDEMPOTENCY_KEY} characters.")
+            with transaction.atomic():
+                if idempotency_key and self.key is not None:
+                    return self.once(idempotency_key, render)
+                return render(self.run())
+        except errors.ConciergeError as exc:
+            recording.note(outcome=recording.outcome_of_status(exc.status))
+            raise
 
     def count(self) -> None:
         """The capability's own rate limit (``rate_limit``, else ``ACTION_RATE_LIMIT`` for actions)."""
@@ -183,11 +203,11 @@ class Call:
     def run(self) -> Result:
         resolved = self.resolve_input()
         if not isinstance(resolved, tuple):
-            return resolved
+            return noted(resolved)
         data, session = resolved
         if self.capability.action_type == "async":
-            return self.accept(data)
-        return self.execute(data, session)
+            return noted(self.accept(data))
+        return noted(self.execute(data, session))
 
     def resolve_input(self) -> tuple[dict[str, Any], ConverseSession | None] | Refused | NeedsInput:
         capability = self.capability

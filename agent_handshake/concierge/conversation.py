@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from .. import state
 from ..conf import app_settings
+from ..insights import recording
 from ..models import ApiKey, ConverseSession
 from ..registry import Capability
 from ..retrieval.embeddings import EmbeddingUnavailable
@@ -255,7 +256,32 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
     The slow work (the query's embedding, the answer backend's call with its timeout and retries) runs on a
     session read without a lock and outside any transaction; only recording the turn locks the row, briefly,
     and checks again what a concurrent request may have changed meanwhile (see :func:`_locked`).
+
+    What the turn was (answered, clarified, nothing found, refused) is noted for the traffic insights.
     """
+    recording.note(
+        capability=question.capability.name, question=question.text, requesting_agent=question.requesting_agent
+    )
+    try:
+        turn = yield from _steps(question, owner)
+    except errors.ConciergeError as exc:
+        recording.note(outcome=recording.outcome_of_status(exc.status))
+        raise
+    except Exception:
+        recording.note(outcome=recording.Outcome.ERROR)
+        raise
+    if turn.reply is None:
+        recording.note(outcome=recording.Outcome.CLARIFICATION)
+    else:
+        reply = turn.reply
+        outcome = recording.Outcome.NO_ANSWER if reply.no_answer else recording.Outcome.SUCCESS
+        recording.note(
+            outcome=outcome, tokens=reply.tokens_used, cached=turn.cached, sources=reply.document_ids, weak=reply.weak
+        )
+    return turn
+
+
+def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
     capability = question.capability
     session = _session(question, owner)
     _check_turns(session)
