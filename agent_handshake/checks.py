@@ -298,7 +298,14 @@ def _check_setting_values() -> list[Error]:
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             errors.append(_setting_error(name, f"is {value!r}.", hint="Seconds, >= 1."))
-    for name in ("ROUTING_MIN_SCORE", "ROUTING_MARGIN", "ROUTING_CONTENT_MARGIN", "SCHEMA_POOL_SIMILARITY"):
+    for name in (
+        "ROUTING_MIN_SCORE",
+        "ROUTING_MARGIN",
+        "ROUTING_CONTENT_MARGIN",
+        "ROUTING_CUE_WEIGHT",
+        "SCHEMA_POOL_SIMILARITY",
+        "INSIGHTS_GAP_SIMILARITY",
+    ):
         value = getattr(app_settings, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not -1 <= value <= 1:
             errors.append(_setting_error(name, f"is {value!r}.", hint="A cosine similarity, between -1 and 1."))
@@ -311,10 +318,21 @@ def _check_setting_values() -> list[Error]:
         ("SCHEMA_POOL_MIN_SPAN_SECONDS", 0),
         ("SCHEMA_POOL_RETENTION_SECONDS", 1),
         ("SCHEMA_POOL_UPDATE_SECONDS", 0),
+        ("INSIGHTS_RETENTION_DAYS", 1),
+        ("INSIGHTS_BUFFER_MAX", 1),
+        ("INSIGHTS_GAP_BATCH", 1),
     ):
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             errors.append(_setting_error(name, f"is {value!r}.", hint=f"A whole number, >= {least}."))
+    for name in ("INSIGHTS_ENABLED", "INSIGHTS_RECORD_QUESTIONS"):
+        if not isinstance(getattr(app_settings, name), bool):
+            errors.append(_setting_error(name, f"is {getattr(app_settings, name)!r}.", hint="True or False."))
+    flush = app_settings.INSIGHTS_FLUSH_SECONDS
+    if not isinstance(flush, (int, float)) or isinstance(flush, bool) or flush < 0:
+        errors.append(
+            _setting_error("INSIGHTS_FLUSH_SECONDS", f"is {flush!r}.", hint="Seconds, >= 0 (0: no writer thread).")
+        )
     scopes = app_settings.INTENT_UI_SCOPES
     if not isinstance(scopes, (list, tuple)) or not all(isinstance(scope, str) for scope in scopes):
         errors.append(_setting_error("INTENT_UI_SCOPES", f"is {scopes!r}.", hint='A list of scopes: ["orders"].'))

@@ -28,6 +28,8 @@ def main() -> int:
         "bench_mcp_openapi",
         "bench_intentweb",
         "bench_identity",
+        "bench_routing",
+        "bench_insights",
         "bench_jobs",
         "bench_fuzz",
     ]

@@ -80,6 +80,14 @@ def test_w001_unknown_key():
         {"SCHEMA_POOL_MIN_SOURCES": "3"},
         {"SCHEMA_POOL_MIN_SPAN_SECONDS": -1},
         {"SCHEMA_POOL_RETENTION_SECONDS": 0},
+        {"ROUTING_CUE_WEIGHT": "0.03"},
+        {"INSIGHTS_GAP_SIMILARITY": 1.2},
+        {"INSIGHTS_RETENTION_DAYS": 0},
+        {"INSIGHTS_BUFFER_MAX": 0},
+        {"INSIGHTS_GAP_BATCH": "100"},
+        {"INSIGHTS_ENABLED": "yes"},
+        {"INSIGHTS_RECORD_QUESTIONS": 1},
+        {"INSIGHTS_FLUSH_SECONDS": -1},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):

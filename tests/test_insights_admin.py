@@ -16,6 +16,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from agent_handshake.insights.aggregation import run_daily, site_today
+from agent_handshake.insights.charts import OUTCOME_COLOURS
 from tests.test_insights_aggregates import FORMULA_AGENT, HOSTILE_AGENT, plant_traffic
 
 pytestmark = pytest.mark.django_db
@@ -121,6 +122,13 @@ def test_the_charts_are_well_formed_svg_with_the_numbers(owner, planted):
     for protocol, count in per_protocol.items():
         titles = [bar.find("svg:title", ns).text for bar in bars]
         assert f"{today.isoformat()}, {protocol}: {count}" in titles
+    # Each outcome has its own colour, whatever the range's traffic ranks first.
+    by_outcome = charts[1]
+    outcomes = {row.outcome for row in planted.rows}
+    assert len(outcomes) > 1
+    for bar in by_outcome.findall(".//svg:rect[@class='bar']", ns):
+        outcome = bar.find("svg:title", ns).text.split(", ", 1)[1].split(":")[0]
+        assert bar.get("fill") == OUTCOME_COLOURS[outcome], outcome
     # The table fallback carries each day's total.
     per_day = Counter(row.at.date() for row in planted.rows)
     for day, count in per_day.items():

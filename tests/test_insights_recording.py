@@ -247,6 +247,29 @@ def test_a_mode3_clarification_is_recorded(client, db, demo_content):
     )  # fmt: skip
 
 
+def test_an_ahp_refusal_before_any_call_names_the_capability_asked_for(client, db, demo_content):
+    response = post(client, "/agent/converse", {"ahp": "0.1", "capability": "order_status", "query": "Where is LK-1?"})
+    assert response.status_code == 401, response.json()
+    row = the_row()
+    assert (row.protocol, row.capability, row.outcome, row.status) == ("ahp", "order_status", "refused", 401)
+
+
+def test_a_routing_clarification_is_recorded_as_a_clarification(client, db, demo_content, settings):
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}  # every candidate ties
+    body = post(client, "/agent/converse", {"ahp": "0.1", "query": "Is LK-TEA-0001 in stock?"}).json()
+    assert body["status"] == "clarification_needed", body
+    row = the_row()
+    assert (row.protocol, row.outcome, row.status) == ("ahp", "clarification", 200)
+
+
+def test_an_intent_asking_for_more_information_is_a_clarification_for_its_capability(client, db, demo_content):
+    agent = IntentAgent(client, secret=issue("Booker"))
+    status, reply = agent.send("intent_request", "I would like to book a tea tasting")
+    assert (status, reply["flow_type"]) == (200, "information_request"), reply
+    row = the_row()
+    assert (row.protocol, row.capability, row.outcome) == ("intentweb", "book_appointment", "clarification")
+
+
 # --- the site's choices -------------------------------------------------------------------------------------------
 
 

@@ -166,6 +166,9 @@ def capability(
 
 def authorize(capability: Capability, credentials: Credentials | None) -> None:
     """Refuse a call of ``capability`` that lacks the credentials it needs (401) or whose key lacks its scope (403)."""
+    from ..insights import recording  # not at import: this module is the public API, loaded before the models
+
+    recording.note(capability=capability.name)  # a refusal here is recorded against the capability asked for
     if not capability.requires_auth:
         return
     if credentials is None:

@@ -57,6 +57,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..conf import app_settings
+from ..insights import recording
 from ..registry import Capability, content_registry
 from ..retrieval.embeddings import EmbeddingBackend, EmbeddingUnavailable, get_embedding_backend
 from ..retrieval.hybrid import Filters, HybridRetriever
@@ -315,6 +316,7 @@ def offer(route: Route, query: str, requesting_agent: str, owner: Owner) -> Offe
         "query": query,
     }
     session.save()
+    recording.note(outcome=recording.Outcome.CLARIFICATION)
     return Offer(session.pk, question, [c.name for c in candidates])
 
 

@@ -105,6 +105,7 @@ def day_charts(traffic: Any, days: list[datetime.date], slug: str = "") -> list[
         charts.stacked_bars(
             "Requests per day by outcome", days, per_day(by_outcome, days, "outcome"),
             "Agent requests each day, stacked by how they ended.", slug=f"{slug}outcome",
+            colours=charts.OUTCOME_COLOURS,
         ),
         charts.stacked_bars(
             "Model tokens per day", days, {"tokens": tokens}, "Tokens the answer model used each day.",

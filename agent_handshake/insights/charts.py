@@ -15,6 +15,15 @@ from dataclasses import dataclass, field
 #: Series colours, readable on white and distinct for the common kinds of colour blindness (Okabe-Ito).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 OTHER_COLOUR = "#999999"
+#: Each outcome keeps its colour whatever the range shows (the palette's order would follow traffic size).
+OUTCOME_COLOURS = {
+    "success": "#009E73",
+    "clarification": "#56B4E9",
+    "no_answer": "#E69F00",
+    "refused": "#CC79A7",
+    "rate_limited": "#D55E00",
+    "error": "#000000",
+}
 
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 28  # the plot area's margins: y labels left, day labels below
@@ -81,7 +90,15 @@ def day_label(day: datetime.date, count: int) -> str:
     return day.strftime("%b %d") if count <= 16 else day.strftime("%m-%d")
 
 
-def frame(title: str, description: str, days: Sequence[datetime.date], names: Sequence[str], top: float, slug: str):
+def frame(
+    title: str,
+    description: str,
+    days: Sequence[datetime.date],
+    names: Sequence[str],
+    top: float,
+    slug: str,
+    colours: dict[str, str] | None = None,
+):
     legend_rows = math.ceil(len(names) / 4) if names else 0
     height = HEIGHT + legend_rows * LEGEND_ROW
     plot_top, plot_bottom = TOP + legend_rows * LEGEND_ROW, height - BOTTOM
@@ -99,7 +116,7 @@ def frame(title: str, description: str, days: Sequence[datetime.date], names: Se
         slug=slug,
     )
     for n, name in enumerate(names):
-        chart.legend.append((LEFT + (n % 4) * 165, TOP + (n // 4) * LEGEND_ROW, colour_of(n), name))
+        chart.legend.append((LEFT + (n % 4) * 165, TOP + (n // 4) * LEGEND_ROW, colour_of(n, name, colours), name))
     for step in range(5):
         value = top * step / 4
         chart.y_ticks.append((round(plot_bottom - (plot_bottom - plot_top) * step / 4, 1), short_number(value)))
@@ -111,7 +128,10 @@ def frame(title: str, description: str, days: Sequence[datetime.date], names: Se
     return chart, plot_top, plot_bottom, slot
 
 
-def colour_of(index: int) -> str:
+def colour_of(index: int, name: str = "", colours: dict[str, str] | None = None) -> str:
+    """The series' own colour when ``colours`` names it, else the palette's ``index``-th."""
+    if colours and name in colours:
+        return colours[name]
     return PALETTE[index] if index < len(PALETTE) else OTHER_COLOUR
 
 
@@ -121,12 +141,14 @@ def stacked_bars(
     series: dict[str, Sequence[float]],
     description: str = "",
     slug: str = "",
+    colours: dict[str, str] | None = None,
 ) -> Chart:
-    """One bar per day, stacked by series (e.g. requests per day by protocol)."""
+    """One bar per day, stacked by series (e.g. requests per day by protocol); ``colours`` fixes some series'."""
     names = list(series)
     totals = [sum(values[n] for values in series.values()) for n in range(len(days))]
     top = nice_ceiling(max(totals, default=0))
-    chart, plot_top, plot_bottom, slot = frame(title, description, days, names if len(names) > 1 else [], top, slug)
+    legend = names if len(names) > 1 else []
+    chart, plot_top, plot_bottom, slot = frame(title, description, days, legend, top, slug, colours)
     scale = (plot_bottom - plot_top) / top
     width = max(1.0, slot * 0.7)
     for n, day in enumerate(days):
@@ -143,7 +165,7 @@ def stacked_bars(
                     y=round(y, 1),
                     width=round(width, 1),
                     height=round(height, 1),
-                    colour=colour_of(index),
+                    colour=colour_of(index, name, colours),
                     label=f"{day.isoformat()}, {name}: {short_number(value)}"
                     if len(names) > 1
                     else f"{day.isoformat()}: {short_number(value)}",

@@ -36,6 +36,7 @@ from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
 from ..concierge.invocation import answer_input, check_input
 from ..identity.auth import printable_ascii
+from ..insights import recording
 from ..models import Interaction, Job
 from ..registry import Capability, capability_registry
 from . import attribution
@@ -199,6 +200,7 @@ class Turn:
         lines = [f"{number}. **{cell(c.intent_text)}**: {cell(c.description, 300)}"
                  for number, c in enumerate(candidates, start=1)]  # fmt: skip
         lead = "Which of these do you want?" if first else "I could not tell which of these you meant."
+        recording.note(outcome=recording.Outcome.CLARIFICATION)
         return Reply(
             "clarification_request",
             lead + "\n\n" + "\n".join(lines) + "\n\nAnswer with its number or its name.",
@@ -351,6 +353,7 @@ class Turn:
         if notes:
             parts.append("That did not work:\n\n" + "\n".join(f"- {note}" for note in notes))
         needed = "\n".join(f"- {cell(described(capability, name), 400)}" for name in missing)
+        recording.note(capability=capability.name, outcome=recording.Outcome.CLARIFICATION)
         parts.append(f"To **{cell(capability.intent_text)}**, I still need:\n\n{needed}")
         if interaction.collected:
             parts.append("So far I have:\n\n" + table(interaction.collected, labels_of(capability)))
