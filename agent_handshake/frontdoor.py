@@ -46,6 +46,7 @@ from .conf import app_settings
 from .identity import trust
 from .identity.authentication import REALM, AgentKeyAuthentication, CredentialsRefused
 from .insights import recording
+from .registry import capability_registry
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +176,9 @@ class FrontDoorView(APIView, abc.ABC):
         if request.method == "OPTIONS":  # a browser's preflight, not an agent's request
             return super().dispatch(request, *args, **kwargs)
         named = next((kwargs[name] for name in self.insights_capability_kwargs if name in kwargs), "")
-        record = recording.begin(self.insights_protocol or protocol_of(type(self)), str(named))
+        # Only a capability the site has: a made-up name in the path would be a new group per request.
+        named = named if isinstance(named, str) and capability_registry.get(named) is not None else ""
+        record = recording.begin(self.insights_protocol or protocol_of(type(self)), named)
         if record is None:
             return super().dispatch(request, *args, **kwargs)
         try:
@@ -187,16 +190,22 @@ class FrontDoorView(APIView, abc.ABC):
         self.settle(record, request, response.status_code)
         if getattr(response, "streaming", False):
             response.streaming_content = recording.streamed(record, response.streaming_content)
+            recording.release(record)  # the stream takes it up again; this thread's context is left clean
         else:
             recording.finish(record)
         return response
 
     def settle(self, record: recording.Record, request: Any, status: int) -> None:
-        """Who asked (never authenticating here: only what the request did) and the status, on ``record``."""
-        credentials = getattr(getattr(self, "request", None), "_auth", None)
-        kind, agent = recording.who_asked(credentials)
-        address = ratelimit.client_address(request) if kind == recording.AgentKind.ANONYMOUS else None
-        record.settle(status, agent_kind=kind, agent=agent, address=address)
+        """Who asked (never authenticating here: only what the request did) and the status, on ``record``; a
+        failure here is logged, never the request's."""
+        try:
+            credentials = getattr(getattr(self, "request", None), "_auth", None)
+            kind, agent = recording.who_asked(credentials)
+            address = ratelimit.client_address(request) if kind == recording.AgentKind.ANONYMOUS else None
+            record.settle(status, agent_kind=kind, agent=agent, address=address)
+        except Exception:
+            logger.exception("An agent request's sender could not be recorded")
+            record.settle(status, agent_kind=recording.AgentKind.ANONYMOUS, agent="", address=None)
 
     def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Request:
         # DRF reads no body without a Content-Type; agents that leave it out still send JSON (as AgentJSONParser

@@ -327,3 +327,14 @@ def test_status_actions_need_the_change_permission(client, grouped):
     gap.refresh_from_db()
     assert gap.status == ContentGap.Status.ANSWERED
     assert gap.nearest_document_id is not None  # measured again: the page written for it, once indexed
+
+
+@pytest.mark.django_db
+def test_a_nearest_page_that_is_no_web_address_is_not_a_link(client, grouped):
+    gap = ContentGap.objects.exclude(nearest_document=None).order_by("-count").first()
+    Document.objects.filter(pk=gap.nearest_document_id).update(url="javascript:alert(1)")
+    client.force_login(staff("reader", "view_insights"))
+    html = client.get(CHANGELIST).content.decode()
+    row = next(row for row in html.split("<tr") if f"/{gap.pk}/change/" in row)
+    assert "javascript:" not in row
+    assert gap.nearest_document.title in row  # named, not linked

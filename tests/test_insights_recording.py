@@ -13,6 +13,8 @@ import time
 
 import httpx
 import pytest
+from django.core.signals import request_finished
+from django.db import close_old_connections
 from django.test import override_settings
 from django.utils import timezone
 
@@ -141,6 +143,33 @@ def test_nlweb_ask_is_recorded_and_a_stream_when_it_ends(client, db, demo_conten
         assert (row.protocol, row.capability, row.outcome, row.status) == ("nlweb", "content_search", "success", 200)
         assert row.sources == pks_of(urls)
     assert stream.cached  # the same question, a moment later
+
+
+def test_a_stream_closed_before_its_first_chunk_is_recorded_and_leaves_no_record_open(client, db, demo_content):
+    streamed = post(client, "/ask", {"query": {"text": "How should I brew hojicha?"}, "prefer": {"streaming": True}})
+    assert streamed.streaming
+    assert recording.current() is None  # the stream carries the record; this thread's context is clean
+    # The client went away: the server closes the response without reading it (request_finished would also
+    # close the test's database connection, as after a real request: not here).
+    request_finished.disconnect(close_old_connections)
+    try:
+        streamed.close()
+    finally:
+        request_finished.connect(close_old_connections)
+    row = the_row()
+    assert (row.protocol, row.status) == ("nlweb", 200)
+
+
+def test_a_made_up_capability_in_the_path_is_not_recorded_as_one(client, db, demo_content):
+    response = post(client, "/capabilities/no_such_capability_4711", {"query": "anything"})
+    assert 400 <= response.status_code < 500
+    row = the_row()
+    assert (row.protocol, row.capability, row.outcome) == ("openapi", "", "error")
+
+
+def test_a_declared_agent_name_is_redacted_like_a_question(client, db, demo_content):
+    converse(client, "How should I brew hojicha?", context={"requesting_agent": "jane.doe@example.com"})
+    assert the_row().agent == "[email] @ 203.0.113.0/24"
 
 
 def test_an_mcp_tool_call_is_recorded(client, db, demo_content):
@@ -346,6 +375,17 @@ def test_the_network_prefix_of_ipv4_and_ipv6_senders():
         ("order 123456 shipped", "order [number] shipped"),
         ("IBAN FR7630006000011234567890189", "IBAN FR[number]"),
         ("ref ab123456cd", "ref ab[number]cd"),
+        # Taken out after normalising: odd spaces, Unicode dashes, spaced or unusual separators, brackets.
+        ("card 4111  1111  1111  1111", "card [number]"),
+        ("card 4111\xa01111\xa01111\xa01111", "card [number]"),
+        ("card 4111,1111,1111,1111", "card [number]"),
+        ("card 4111_1111_1111_1111", "card [number]"),
+        ("card 4111\u200b1111\u200b1111\u200b1111", "card [number]"),
+        ("ring 555\u2011123\u20114567", "ring [phone]"),
+        ("ring 555\u2013123\u20134567", "ring [phone]"),
+        ("ring 555 - 123 - 4567", "ring [phone]"),
+        ("ring (555)123-4567", "ring [phone]"),
+        ("code 12-34-5678", "code [phone]"),
         # Kept: years, dates, quantities, times, prices, versions, SKUs and short numbers.
         ("teas from 2024 and 1990-2020", "teas from 2024 and 1990-2020"),
         ("delivered 2024-05-01 or 01/05/2024?", "delivered 2024-05-01 or 01/05/2024?"),
@@ -353,6 +393,8 @@ def test_the_network_prefix_of_ipv4_and_ipv6_senders():
         ("costs 1,299.00 or €12.50", "costs 1,299.00 or €12.50"),
         ("version 3.2.1 of LK-TEA-0001, order #12345", "version 3.2.1 of LK-TEA-0001, order #12345"),
         ("3 x 20 g, 10-15 minutes", "3 x 20 g, 10-15 minutes"),
+        ("due 2026-11-23 or 31/12/2026, 1990\u20132020", "due 2026-11-23 or 31/12/2026, 1990-2020"),
+        ("costs 1,299,000.00; sizes 100, 200, 300, 400", "costs 1,299,000.00; sizes 100, 200, 300, 400"),
         ("", ""),
     ],
 )

@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 from ..conf import app_settings
 from ..models import ContentGap
 from . import gaps
+from .admin import safe_url
 
 VIEW_INSIGHTS = "agent_handshake.view_insights"
 
@@ -53,7 +54,10 @@ class ContentGapAdmin(admin.ModelAdmin):
         if document is None or gap.nearest_score is None:
             return "-"
         quality = "weak match" if gap.nearest_score >= gaps.weak_line() else "no match"
-        return format_html('<a href="{}">{}</a> ({} {})', document.url, document.title, quality,
+        url = safe_url(document.url)  # a page's URL is the site's, but never a javascript: link
+        if url is None:
+            return format_html("{} ({} {})", document.title, quality, f"{gap.nearest_score:.2f}")
+        return format_html('<a href="{}">{}</a> ({} {})', url, document.title, quality,
                            f"{gap.nearest_score:.2f}")  # fmt: skip
 
     @admin.display(description="examples (what agents asked, most recent last)")

@@ -201,12 +201,38 @@ def streamed(record: Record, content: Iterable[bytes] | AsyncIterator[bytes]) ->
     return _streamed(record, content)  # type: ignore[arg-type]
 
 
+class _Streamed:
+    """A synchronous stream that finishes its record when it ends or is closed, even unstarted (the server
+    closes a response whose client went away before its first chunk; a generator never started runs no
+    ``finally``)."""
+
+    def __init__(self, record: Record, content: Iterable[bytes]) -> None:
+        self.record, self.content = record, content
+
+    def __iter__(self) -> Iterator[bytes]:
+        _current.set(self.record)
+        try:
+            yield from self.content
+        finally:
+            finish(self.record)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.content, "close", None)
+            if close is not None:
+                close()
+        finally:
+            finish(self.record)
+
+
 def _streamed(record: Record, content: Iterable[bytes]) -> Iterator[bytes]:
-    _current.set(record)
-    try:
-        yield from content
-    finally:
-        finish(record)
+    return _Streamed(record, content)  # type: ignore[return-value]
+
+
+def release(record: Record) -> None:
+    """This context no longer serves ``record`` (a stream carries it on): later notes here do not reach it."""
+    if _current.get() is record:
+        _current.set(None)
 
 
 async def _streamed_async(record: Record, content: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -235,7 +261,8 @@ def agent_of(record: Record) -> str:
     if record.agent_kind != AgentKind.ANONYMOUS:
         return record.agent[:_AGENT_CHARS]
     network = network_prefix(record.address)
-    name = " ".join(record.requesting_agent.split())[: _AGENT_CHARS - len(network) - 3]
+    # A declared name is the sender's words: redacted like a question (an email as a "name" is not kept).
+    name = redact(" ".join(record.requesting_agent.split()))[: _AGENT_CHARS - len(network) - 3]
     return f"{name} @ {network}" if name else network
 
 
@@ -362,8 +389,9 @@ if hasattr(os, "register_at_fork"):
 
 
 @receiver(setting_changed)
-def _settings_changed(**kwargs: Any) -> None:
-    _buffer.stop_writer()
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "AGENT_HANDSHAKE":  # another setting changed at run time leaves the writer alone
+        _buffer.stop_writer()
 
 
 def flush() -> int:
@@ -374,7 +402,16 @@ def flush() -> int:
     records = _buffer.take()
     if not records:
         return 0
-    rows = [row(record) for record in records]
+    rows, made = [], []
+    for record in records:
+        try:
+            rows.append(row(record))
+            made.append(record)
+        except Exception:  # one record that cannot be made a row is dropped and logged, never the batch
+            logger.exception("Agent traffic insights: a record could not be made into a row and was dropped")
+    records = made
+    if not rows:
+        return 0
     try:
         with transaction.atomic(using=router.db_for_write(AgentRequest)):  # a savepoint inside a transaction
             AgentRequest.objects.bulk_create(rows)

@@ -1,28 +1,52 @@
 """What is taken out of a question before it is stored: email addresses, phone numbers and long digit runs.
 
-- ``[email]``: anything shaped like ``name@domain.tld``.
-- ``[phone]``: a number written in groups (spaces, dots, dashes, slashes, brackets between them) with 7 to 15
-  digits in all, such as ``+33 6 12 34 56 78``, ``(555) 123-4567``, ``020 7946 0958`` or ``555-1234567``; and any
-  number of 7 or more digits after a ``+`` (``+441234567890``).
-- ``[number]``: any run of 6 or more digits, inside a word or not (a card, account, order or ID number), and a
-  grouped number of more than 15 digits (``4111 1111 1111 1111``).
+The text is normalised first, and the normalised text is what is stored: Unicode NFKC (full-width digits become
+``0-9``, a non-breaking space a space), invisible characters that could split a number (soft hyphen, zero-width
+space, word joiner, byte-order mark) removed, every Unicode hyphen, dash or minus sign (U+2010 to
+U+2015, U+2212...) turned into ``-``, and any run of whitespace into one space.
 
-What stays readable: years and year ranges (``2024``, ``1990-2020``), dates (``2024-05-01``, ``01/05/2024``),
-quantities and times (``250 ml``, ``2 min``, ``12:30``), prices (``1,299.00``), versions (``3.2.1``), and any
-number of at most 5 digits. The price of that: a grouped quantity of 7 or more digits (``1 234 567``) reads as
-a phone number and is taken out too.
+- ``[email]``: anything shaped like ``name@domain.tld``.
+- ``[phone]``: a number written in groups with 7 to 15 digits in all, such as ``+33 6 12 34 56 78``,
+  ``(555) 123-4567``, ``(555)123-4567``, ``020 7946 0958``, ``555-1234567`` or ``555 - 123 - 4567``; and any number
+  of 7 or more digits after a ``+`` (``+441234567890``). Between two groups: a space, a comma, or one of
+  ``- . / _`` with an optional space on either side; or nothing next to a bracketed group.
+- ``[number]``: any run of 6 or more digits, inside a word or not (a card, account, order or ID number), and a
+  grouped number of more than 15 digits (``4111 1111 1111 1111``, ``4111,1111,1111,1111``).
+
+What stays readable: years and year ranges (``2024``, ``1990-2020``), real dates (``2024-05-01``, ``01/05/2024``;
+not ``12-34-5678``: the month must be 1-12 and the day 1-31), quantities and times (``250 ml``, ``2 min``,
+``12:30``), prices (``1,299.00``, ``1,299,000``), versions (``3.2.1``), and any number of at most 5 digits. The
+price of that: a grouped quantity of 7 or more digits (``1 234 567``, ``1.234.567``) reads as a phone number and
+is taken out too, as does a list of numbers adding up to 7 digits or more (``250,500,1000``).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+
+#: Characters that do not show but could split a number so that it is not seen: removed.
+INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
+#: Unicode hyphens, dashes and minus signs (after NFKC): turned into "-".
+DASHES = re.compile("[\u2010-\u2015\u2043\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d]")
+WHITESPACE = re.compile(r"\s+")
 
 # The lookbehinds start a match only where a word starts: linear time on any text (no retrying inside a word).
 EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-#: Digit groups joined by one separator each, optionally after "+" or in brackets: a candidate phone number.
-GROUPED = re.compile(r"(?<![\w+])(?P<plus>\+\s?)?\(?\d+\)?(?:[ .\-/]\(?\d+\)?|\(\d+\))*")
-DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}")
-YEARS = re.compile(r"(?:1[89]|2[01])\d\d(?:[ \-/](?:1[89]|2[01])\d\d)*")
+#: Between two digit groups: one of - . / _ with an optional space either side, a comma, or a space. Never empty,
+#: so that no two ways of splitting a run of digits compete (linear time).
+SEPARATOR = r"(?: ?[-./_] ?|,| )"
+#: Digit groups joined by separators, optionally after "+" or in brackets: a candidate phone number. A bracketed
+#: group may touch the next group: "(555)123-4567". An underscore may come before (``x_4111_1111``).
+GROUPED = re.compile(rf"(?<![^\W_]|\+)(?P<plus>\+ ?)?\(?\d+\)?(?:{SEPARATOR}\(?\d+\)?|(?<=\))\d+\)?|\(\d+\)?)*")
+_YEAR = r"(?:1[89]|2[01])\d\d"
+_MONTH = r"(?:0?[1-9]|1[0-2])"
+_DAY = r"(?:0?[1-9]|[12]\d|3[01])"
+#: A real date: year-month-day, or day-month-year / month-day-year with a 4- or 2-digit year.
+DATE = re.compile(rf"{_YEAR}[-/.]{_MONTH}[-/.]{_DAY}|(?:{_DAY}[-/.]{_MONTH}|{_MONTH}[-/.]{_DAY})[-/.](?:{_YEAR}|\d\d)")
+YEARS = re.compile(rf"{_YEAR}(?:(?: ?[-/] ?|, ?| ){_YEAR})*")
+#: An amount with thousands separators, optionally with decimals: "1,299.00", "1,299,000".
+AMOUNT = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 DIGIT_RUN = re.compile(r"\d{6,}")
 
 PHONE_DIGITS = range(7, 16)
@@ -33,7 +57,7 @@ def _grouped(match: re.Match[str]) -> str:
     digits = sum(character.isdigit() for character in text)
     if match.group("plus") and digits >= 7:
         return "[phone]" if digits in PHONE_DIGITS else "[number]"
-    if DATE.fullmatch(text) or YEARS.fullmatch(text):
+    if DATE.fullmatch(text) or YEARS.fullmatch(text) or AMOUNT.fullmatch(text):
         return text
     grouped = any(not character.isdigit() for character in text.strip("()"))
     if grouped and digits in PHONE_DIGITS:
@@ -43,9 +67,18 @@ def _grouped(match: re.Match[str]) -> str:
     return text  # a single group: the digit-run rule decides
 
 
+def normalise(text: str) -> str:
+    """``text`` in NFKC, without invisible characters, with ``-`` for every dash and one space for any run of
+    whitespace."""
+    text = unicodedata.normalize("NFKC", text)
+    text = INVISIBLE.sub("", text)
+    text = DASHES.sub("-", text)
+    return WHITESPACE.sub(" ", text)
+
+
 def redact(text: str) -> str:
-    """``text`` with email addresses, phone numbers and long digit runs replaced by placeholders (see the module
-    docstring)."""
-    text = EMAIL.sub("[email]", text)
+    """``text`` normalised, with email addresses, phone numbers and long digit runs replaced by placeholders (see
+    the module docstring)."""
+    text = EMAIL.sub("[email]", normalise(text))
     text = GROUPED.sub(_grouped, text)
     return DIGIT_RUN.sub("[number]", text)
