@@ -236,8 +236,7 @@ def refresh_nearest(gaps: Sequence[ContentGap], backend: EmbeddingBackend | None
 
 def weak_line() -> float:
     """The similarity under which a page is no match at all for a question (the retrieval's relevance floor)."""
-    floor = app_settings.RELEVANCE_FLOOR
-    return float(get_embedding_backend().relevance_floor or 0.0) if floor is None else float(floor)
+    return HybridRetriever(get_embedding_backend()).relevance_floor
 
 
 def set_status(gaps: QuerySet[ContentGap], status: str) -> int:
