@@ -290,8 +290,14 @@ def test_human_desk_answer_reaches_the_agent_by_poll_and_callback(tmp_path, admi
                 message="the job to reach the desk",
             )
             assert waiting["progress"] == "Waiting for a human operator"
-            mail = wait_for(lambda: list(stack.email_dir.iterdir()), message="the operators' email")
-            text = mail[0].read_text()
+            # The worker's file backend creates the file before it writes the message, and ends every message
+            # with a line of 79 dashes: wait for that line, not for the file.
+            text = wait_for(
+                lambda: next(
+                    (t for f in stack.email_dir.iterdir() if (t := f.read_text()).rstrip().endswith("-" * 79)), None
+                ),
+                message="the operators' email",
+            )
             assert "desk@example.com" in text
             assert "smoky tea" in text
             queue = admin_client.get("/admin/agent_handshake/deskrequest/").content.decode()
