@@ -205,12 +205,15 @@ def main() -> None:
 
 
 def fusion_study(retriever, filters, queries: list[dict], qrels: dict, url_to_doc: dict) -> None:
-    """nDCG@10 of other ways to fuse the same two candidate lists and to score a document from its passages.
+    """nDCG@10 of other ways to fuse the same two candidate lists and to score a document from its passages, and
+    of the vector side without HNSW's approximation.
 
     Fusions of a passage's two scores: weighted reciprocal rank fusion as the retriever does it, and ``alpha`` *
     vector + (1 - alpha) * text after min-max normalising each side over its candidates (a side that did not find
     the passage counts 0). A document's score: its best passage's (as the retriever does), or the sum of its best
     two or three."""
+    import numpy as np
+
     from agent_handshake.conf import app_settings
     from agent_handshake.models import Passage
 
@@ -219,6 +222,13 @@ def fusion_study(retriever, filters, queries: list[dict], qrels: dict, url_to_do
     fusions = ["RRF", "min-max a=0.3", "min-max a=0.5", "min-max a=0.7"]
     aggregations = {"max": 1, "sum of top 2": 2, "sum of top 3": 3}
     totals = {(fusion, aggregation): 0.0 for fusion in fusions for aggregation in aggregations}
+    # Two more rows: RRF of document ranks (on each side a document ranks where its best passage does, then
+    # the two ranks are fused), and the vectors alone by an exact scan of every embedding instead of HNSW.
+    document_rrf = exact_vectors = 0.0
+    embeddings = dict(Passage.objects.filter(embedding__isnull=False).values_list("pk", "embedding"))
+    embedding_ids = list(embeddings)
+    matrix = np.array([np.asarray(embeddings[pid], dtype=np.float32) for pid in embedding_ids])
+    del embeddings
 
     def normalised(scores: dict[int, float]) -> dict[int, float]:
         if not scores:
@@ -239,6 +249,17 @@ def fusion_study(retriever, filters, queries: list[dict], qrels: dict, url_to_do
         vector_rank = {pid: rank for rank, pid in enumerate(sorted(nearest, key=lambda p: -nearest[p]), start=1)}
         text_rank = {pid: rank for rank, pid in enumerate(sorted(text, key=lambda p: -text[p]), start=1)}
         vector_norm, text_norm = normalised(nearest), normalised(text)
+        judged = qrels[query["_id"]]
+        document_scores: dict[str, float] = {}
+        for weight, ranks in ((retriever.vector_weight, vector_rank), (retriever.text_weight, text_rank)):
+            documents = dict.fromkeys(passage_doc[pid] for pid in sorted(ranks, key=ranks.get))
+            for rank, doc in enumerate(documents, start=1):
+                document_scores[doc] = document_scores.get(doc, 0.0) + weight / (retriever.rrf_k + rank)
+        ranked = [doc for doc in sorted(document_scores, key=lambda d: -document_scores[d]) if doc != query["_id"]]
+        document_rrf += ndcg_at(ranked, judged, 10)
+        exact = np.argsort(-(matrix @ np.asarray(vector, dtype=np.float32)))[:depth]
+        ranked = [doc for doc in dict.fromkeys(passage_doc[embedding_ids[i]] for i in exact) if doc != query["_id"]]
+        exact_vectors += ndcg_at(ranked, judged, 10)
         candidates = set(nearest) | set(text)
         for fusion in fusions:
             if fusion == "RRF":
@@ -263,7 +284,11 @@ def fusion_study(retriever, filters, queries: list[dict], qrels: dict, url_to_do
     print_table(
         "Fusion and document aggregation (nDCG@10, the same candidates)",
         ["fusion", *aggregations],
-        [[fusion, *(f"{totals[(fusion, a)] / count:.3f}" for a in aggregations)] for fusion in fusions],
+        [
+            *([fusion, *(f"{totals[(fusion, a)] / count:.3f}" for a in aggregations)] for fusion in fusions),
+            ["RRF of document ranks", f"{document_rrf / count:.3f}", "", ""],
+            ["vectors alone, exact scan", f"{exact_vectors / count:.3f}", "", ""],
+        ],
     )
 
 

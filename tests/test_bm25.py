@@ -54,7 +54,13 @@ def test_postings_count_each_lexeme_by_field_and_the_passage_length(corpus):
     assert [corpus[key].length for key in "abc"] == [4, 3, 3]
 
 
-def test_bm25_scores_are_the_hand_computed_ones(corpus):
+@pytest.fixture
+def classic_bm25(settings):
+    """The parameters the scores above were computed with (the defaults are tuned: README, BM25_K1)."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "BM25_K1": 1.2, "BM25_B": 0.75}
+
+
+def test_bm25_scores_are_the_hand_computed_ones(corpus, classic_bm25):
     oolong = scores("oolong")
     assert oolong == {corpus["a"].pk: pytest.approx(0.7082246), corpus["b"].pk: pytest.approx(0.4900512)}
     assert scores("kettle") == {corpus["a"].pk: pytest.approx(1.2768193)}
@@ -62,6 +68,13 @@ def test_bm25_scores_are_the_hand_computed_ones(corpus):
     both = scores("oolong kettle")
     assert both[corpus["a"].pk] == pytest.approx(0.7082246 + 1.2768193)
     assert list(both) == [corpus["a"].pk, corpus["b"].pk]
+
+
+def test_bm25_parameters_come_from_the_settings(corpus, settings):
+    """k1 = 1.5, b = 1 (full length normalisation): "oolong" in A: 0.4700036 * 3 * 2.5 / (3 + 1.5 * 4 / (10/3))
+    = 3.525027 / 4.8; in B: 0.4700036 * 2.5 / (1 + 1.5 * 3 / (10/3)) = 1.175009 / 2.35."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "BM25_K1": 1.5, "BM25_B": 1.0}
+    assert scores("oolong") == {corpus["a"].pk: pytest.approx(0.7343806), corpus["b"].pk: pytest.approx(0.5000038)}
 
 
 def test_deleting_a_passage_deletes_its_postings(corpus, django_capture_on_commit_callbacks):

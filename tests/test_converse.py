@@ -11,7 +11,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from agent_handshake.models import ConverseSession, Document
+from agent_handshake.models import ConverseSession, Document, SiteProfile
 from demo_site.blog.models import Post
 from demo_site.videos.models import Video
 
@@ -539,3 +539,39 @@ def test_extractive_answer_never_repeats_a_sentence():
     answer = ExtractiveAnswerer().answer("How is gyokuro brewed and shaded?", evidence, 300, "Site").text
     assert answer.count("brewed at 50 to 60") == 1
     assert answer.count("shaded for three weeks") == 1
+
+
+def test_contact_gives_the_profiles_details_and_opening_hours(client, demo):
+    SiteProfile.objects.create(
+        name="Lantern & Kettle",
+        contact_email="desk@example.com",
+        operating_hours="shop: Tuesday to Saturday, 10:00-17:00\nphone line: weekdays 9:00-12:00",
+    )
+    response, body = ask(client, "When are you open and how do I reach you?", capability="contact",
+                         context={"accept_types": ["application/data"]})  # fmt: skip
+    assert response.status_code == 200, body
+    answer = body["response"]["answer"]
+    assert "desk@example.com" in answer
+    assert "shop Tuesday to Saturday, 10:00-17:00" in answer
+    assert "phone line weekdays 9:00-12:00" in answer
+    assert body["response"]["payload"]["data"]["operating_hours"] == {
+        "shop": "Tuesday to Saturday, 10:00-17:00",
+        "phone line": "weekdays 9:00-12:00",
+    }
+
+
+def test_site_info_answers_from_the_rest_of_the_site_when_its_pages_say_nothing(client, demo):
+    """A question for site_info that the pages marked site_info do not answer (here, a blog post does) is answered
+    from the site's other content, not from the closest page."""
+    question = "How many chests of tea were thrown into Boston Harbor?"
+    about = {"filters": {"sections": ["About the shop"]}}  # the demo's pages, the models marked site_info
+    _, scoped = ask(client, question, context=about)
+    assert "342" not in scoped["response"]["answer"]  # the pages hold nothing on it
+    response, body = ask(client, question, capability="site_info")
+    assert response.status_code == 200, body
+    assert "342" in body["response"]["answer"]
+    assert body["response"]["sources"][0]["url"].startswith("/blog/")
+    # A request's own filters are kept: no widening past what the agent asked for.
+    _, filtered = ask(client, question, capability="site_info", context=about)
+    assert "342" not in filtered["response"]["answer"]
+    assert not any(source["url"].startswith("/blog/") for source in filtered["response"]["sources"])

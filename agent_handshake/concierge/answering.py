@@ -131,18 +131,27 @@ def _relevance(rank: int, hit: DocumentHit, top: float, cited: bool) -> str:
     return "indirect" if hit.score >= 0.6 * top else "background"
 
 
+def best_similarity(hits: list[DocumentHit]) -> float:
+    """The best cosine similarity among ``hits`` (-1 without any)."""
+    return max((hit.similarity for hit in hits if hit.similarity is not None), default=-1.0)
+
+
 class ContentConcierge:
     """Answers a capability from the registered content, in the negotiated content type."""
 
     sources_limit = 5
 
-    def __init__(self, retriever: HybridRetriever | None = None) -> None:
+    def __init__(self, retriever: HybridRetriever | None = None, *, widen: bool = False) -> None:
         self.retriever = retriever or HybridRetriever()
+        #: Search all of the site's content too when the capability names its models (not when the request's
+        #: filters do), and answer from it when its best passage is clearly closer (by WEAK_MARGIN) than the
+        #: models' own (``site_info``: a policy kept outside the pages marked site_info).
+        self.widen = widen
 
-    def scope(self, ctx: ConverseContext) -> Filters | None:
+    def scope(self, ctx: ConverseContext, *, widened: bool = False) -> Filters | None:
         """The request's filters, narrowed to the models whose content may be used in answers (``ai_input``);
-        None when there are none, so nothing is retrieved."""
-        requested = list(ctx.filters.models or ctx.capability.models)
+        None when there are none, so nothing is retrieved. ``widened``: not narrowed to the capability's models."""
+        requested = list(ctx.filters.models or ([] if widened else ctx.capability.models))
         candidates = requested or [config.label for config in content_registry]
         snapshot = state.snapshot()
         usable = [label for label in candidates if snapshot.signals_for(label)["ai_input"]]
@@ -160,6 +169,15 @@ class ContentConcierge:
             reply.answer = f"{name} does not allow its content to be used in answers (content signal ai_input)."
             return reply
         hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=scope)
+        if self.widen and ctx.capability.models and not ctx.filters.models:
+            wider = self.scope(ctx, widened=True)
+            more = (
+                []
+                if wider is None
+                else self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=wider)
+            )
+            if best_similarity(more) >= best_similarity(hits) + WEAK_MARGIN:
+                hits = more
         if not self.relevant(ctx, hits):
             hits = []
         elif ctx.capability.clarify and not ctx.clarified and not ctx.filters and ctx.content_type == "text/answer":
@@ -313,8 +331,9 @@ class ContentConcierge:
 
 
 def site_info(ctx: ConverseContext) -> Steps:
-    """The site profile, plus what the pages marked ``site_info`` say."""
-    reply = yield from ContentConcierge().handle(ctx)
+    """The site profile, plus what the pages marked ``site_info`` say (or, when they say nothing on the question,
+    the rest of the site's content)."""
+    reply = yield from ContentConcierge(widen=True).handle(ctx)
     if isinstance(reply, Reply):
         snapshot = state.snapshot()
         intro = f"{snapshot.name}: {snapshot.description}".strip(": ") if snapshot.name else ""
@@ -336,10 +355,15 @@ def content_answer(ctx: ConverseContext) -> Steps:
 
 
 def contact(ctx: ConverseContext) -> Reply:
-    """The ``contact`` capability: the profile's contact details as application/data."""
+    """The ``contact`` capability: the profile's contact details, and its opening hours when it has them, as
+    application/data."""
     snapshot = state.snapshot()
-    data = {"name": snapshot.name, **snapshot.contact}
+    data: dict[str, Any] = {"name": snapshot.name, **snapshot.contact}
     lines = [f"{key}: {value}" for key, value in snapshot.contact.items()]
+    if snapshot.hours:
+        data["operating_hours"] = dict(snapshot.hours)
+        hours = [text if label == "hours" else f"{label} {text}" for label, text in snapshot.hours.items()]
+        lines.append("opening hours: " + ", ".join(hours))
     return Reply(
         answer=f"You can reach {snapshot.name or 'the site owner'} by " + "; ".join(lines) + ".",
         content_type=ctx.content_type,

@@ -79,7 +79,9 @@ class ExtractiveAnswerer(AnswerBackend):
         if not evidence:
             return GeneratedAnswer(f"{site_name or 'This site'} has nothing that answers this question.")
         budget = max(12, int(max_tokens * 0.75))  # words; a token is about three quarters of a word
-        passages = [extractive.Passage(item.source, strip_markup(item.text), item.title) for item in evidence]
+        passages = [
+            extractive.Passage(item.source, strip_markup(item.text), item.title, item.heading) for item in evidence
+        ]
         text, cited = extractive.answer(question, passages, budget)
         # Links and markup left in the chosen sentences are cleaned by the concierge, with the rest of the answer.
         return GeneratedAnswer(text, cited=cited)

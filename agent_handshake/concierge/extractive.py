@@ -5,12 +5,18 @@ prose, a list item without its marker, or a table row read with its header ("Fuk
 time about 1-2 min, leaf broken, fine"); headings and emphasis markers are dropped, and numbers keep their units
 and ranges. Each unit is scored against the question:
 
-- the question's content words it holds, each weighted by how rare it is among the candidate units (a word every
-  passage repeats, the topic itself, says little about which sentence answers); the words of a page's title count
-  for each of its units alike, so the page's sentence that says what is asked leads, not the one restating the topic;
-- what the question asks for: a temperature, a duration, an amount, a price, a date or a year; a unit that holds
-  one of those, when asked, is worth two shared words;
+- the question's content words it holds, compared as Snowball stems ("opening" answers "open", "hōroku" "horoku"),
+  each weighted by how rare it is among the candidate units (a word every passage repeats, the topic itself, says
+  little about which sentence answers); the words of a page's title and of the passage's section heading count for
+  each of its units alike, so the page's sentence that says what is asked leads, not the one restating the topic
+  (of two such units, the one naming the asked thing goes first); the question's words elsewhere in the unit's
+  passage count a little (a list item under "ISO 3103 ... specifies:" is about ISO 3103);
+- what the question asks for: a temperature, a duration, an amount, a share, a price, a count of the thing named
+  ("how many infusions": "eight infusions"), a date or a year, a clock time; a unit on the topic holding one of
+  those, when asked, is worth one and a half of the rarest shared word;
 - its passage's rank (the retriever's order breaks near-ties) and a penalty for fragments and run-on units.
+
+A question on the page (an FAQ entry) is not an answer: its score goes to the unit after it.
 
 The answer leads with the best unit; the unit that follows it in its passage comes next when it continues the same
 thought (a short sentence, or one sharing a content word), then the next best unit from another source, within the
@@ -20,11 +26,16 @@ word budget (about 60 words by default; ``context.max_tokens`` bounds it). Each 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import snowballstemmer
 
 WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 STOPWORDS = frozenset(
@@ -36,39 +47,67 @@ STOPWORDS = frozenset(
 )
 #: Words that say what kind of answer is wanted ("how long"), not what it is about.
 QUESTION_WORDS = frozenset({"much", "many", "long"})
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[*_])")
+#: A sentence ends after ".", "!" or "?" (and a closing bracket or quote: "(... Cape Cod.) After ...") before a
+#: capital, a digit, an opening bracket or quote, or a currency sign ("... 18:30. $85 per person").
+SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][)\"'”]))\s+(?=[A-Z0-9\"'(\[*_$£€])")
 LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)])\s+")
 HEADING = re.compile(r"^\s*#{1,6}\s")
 TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-EMPHASIS = re.compile(r"(\*{1,3}|_{1,3}|`+)(?=\S)(.+?)(?<=\S)\1")
+#: Emphasis or code markers around text. A code span's backticks are at most three: "`+" retried over a long run of
+#: backticks took seconds.
+EMPHASIS = re.compile(r"(\*{1,3}|_{1,3}|`{1,3})(?=\S)(.+?)(?<=\S)\1")
 STRAY_MARKERS = re.compile(r"(?<![\w*])[*_`]+|[*_`]+(?![\w*])")
 SPACES = re.compile(r"[ \t]+")
 
-NUMBER = r"\d+(?:[.,]\d+)?(?:\s*[–-]\s*\d+(?:[.,]\d+)?)?"
-#: What a question asks for, and what a unit holding it looks like.
+#: A number, a decimal or a range ("1.2", "1,5", "1-2"). It starts where a number starts, not inside a longer run of
+#: digits: tried from every digit of an 8,000-digit word it took seconds (each try runs to the end of the run).
+NUMBER = r"(?<![\d.,])\d+(?:[.,]\d+)?(?:\s*[–-]\s*\d+(?:[.,]\d+)?)?"
+NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|fifty|hundred|dozen"
+)
+#: What a question asks for, and what a unit holding it looks like. A unit joins its number with a space or a
+#: hyphen ("a 1.2-litre kettle"); "%" and "°C" are not followed by a word boundary.
 DURATION = (
-    rf"{NUMBER}\s*(s|sec|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?)\b"
-    r"|\b(one|two|three|four|five|six|seven|eight|nine|ten|twenty)\s+(seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b"
+    rf"{NUMBER}\s*-?(s|sec|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?)\b"
+    rf"|\b({NUMBER_WORDS})[\s-]+(seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b"
 )
 AMOUNT = (
-    rf"{NUMBER}\s*(%|g|kg|mg|ml|l|litres?|liters?|cm|mm|m|oz|grams?|cups?|pieces?|seats?|teas?)\b"
-    r"|\$\s*\d|\b(ten|twenty|one|two|three)[- ]\w+"
+    rf"{NUMBER}\s*(%|°\s*[CF]\b|-?(g|kg|mg|ml|l|litres?|liters?|cm|mm|m|oz|grams?|cups?|pieces?|seats?|teas?"
+    r"|pounds?|lbs?|tons?|tablespoons?|teaspoons?)\b)|\$\s*\d|\b(ten|twenty|one|two|three)[- ]\w+"
 )
 MONTHS = r"january|february|march|april|may|june|july|august|september|october|november|december"
 STREET = r"\b\d{1,5}\s+([NSEW]{1,2}\s+)?[A-Z][a-z]+\s+(St|Street|Ave|Avenue|Rd|Road|Blvd|Lane|Way)\b"
+MONEY = rf"[$£€]\s*\d|\b({NUMBER}|{NUMBER_WORDS})\s+(dollars|usd|cents|pence|shillings|euros|yen)\b"
+AMOUNT_SHAPE = re.compile(AMOUNT)
+CLOCK = r"\b\d{1,2}:\d\d\b|\b\d{1,2}\s*(am|pm|a\.m\.|p\.m\.)"
 ASKS = (
     (re.compile(r"\b(how hot|temperature|how warm|how cool|degrees?)\b"), re.compile(rf"{NUMBER}\s*°\s*[CF]\b")),
     (re.compile(r"\b(how long|how many (minutes|hours|days|weeks|months|years)|duration)\b"), re.compile(DURATION)),
     (re.compile(r"\b(percent|percentage|proportion)\b"), re.compile(rf"{NUMBER}\s*%")),
-    (re.compile(r"\b(how much|how many|amount|quantity|ratio|size|weigh|weight|big)\b"), re.compile(AMOUNT)),
-    (re.compile(r"\b(price|cost|costs|how much does|how much is|charge|fee)\b"),
-     re.compile(r"\$\s*\d|\b\d+\s*(dollars|usd)\b")),
+    (re.compile(r"\b(how much|how many|amount|quantity|ratio|size|weigh|weight|big)\b"), AMOUNT_SHAPE),
+    (re.compile(r"\b(price|cost|costs|how much does|how much is|charge|fee|tax|duty|tariff)\b"), re.compile(MONEY)),
     (re.compile(r"\b(when|what year|which year|what date|since when)\b"),
      re.compile(rf"\b(1[5-9]\d\d|20\d\d)s?\b|\b({MONTHS})\b", re.IGNORECASE)),
+    (re.compile(r"\b(what time|which time|what hours|opening hours|hours|when (do|does|is|are)\b.*\b(open|close))"),
+     re.compile(CLOCK, re.IGNORECASE)),
     (re.compile(r"\b(address|where is)\b"), re.compile(STREET)),
     (re.compile(r"\bwhere\b"), re.compile(r"\b(in|from|near|at)\s+(the\s+)?[A-Z][a-z]+")),
 )  # fmt: skip
+#: A question naming a price asks for money, not any amount ("a ten-seat bar" does not answer "what does it cost").
+PRICE = re.compile(r"\b(price|prices|cost|costs|charge|fee|fees|tax|duty|tariff)\b")
+#: "How many infusions": a count of the thing named after "many".
+HOW_MANY = re.compile(r"\bhow many\s+(\w+)")
+#: "How long", "how hot", "how big": a degree word after "how" says what kind of answer is wanted (a quantity), not
+#: what the question is about. Any other word after "how" may be the topic ("how matcha is made", "how caffeinated").
+HOW = re.compile(r"\bhow\s+(\w+)")
+DEGREE = frozenset(
+    "long short hot warm cold cool big large small much many often frequently far old young soon quickly fast slow "
+    "tall high low deep wide thick heavy strong early late expensive cheap".split()
+)
 MIN_WORDS, MAX_WORDS = 4, 45
+#: How much a question word in a unit's passage (its section), but not in the unit, counts for the unit: a list item
+#: under "ISO 3103 ... It specifies:" is about ISO 3103 (measured on the development sets: 0.2 of its weight).
+PASSAGE_CONTEXT = 0.2
 #: Words too common in questions and prose to say which sentence answers (scoring only).
 VAGUE = frozenset({"before", "after", "during", "also", "just", "only", "very", "really", "actually", "get", "use"})
 #: A sentence that starts like this continues the one before it.
@@ -89,22 +128,49 @@ class Unit:
         return len(self.text.split())
 
 
-#: Irregular verb forms, so "made" answers "makes" (a plural or third-person "s" is dropped by :func:`terms`).
+#: Irregular verb forms, so "made" answers "makes" (regular endings are handled by :func:`stem`).
 LEMMAS = {"made": "make", "grown": "grow", "grew": "grow", "sold": "sell", "bought": "buy", "kept": "keep",
           "built": "build", "began": "begin", "begun": "begin", "took": "take", "taken": "take", "gave": "give",
           "given": "give", "brought": "bring", "ran": "run", "wrote": "write", "written": "write"}  # fmt: skip
+POSSESSIVE = re.compile(r"['’]s\b")
+
+
+#: One Snowball stemmer per thread: the pure-Python stemmer keeps each call's state on the object, so one shared by
+#: threads returns wrong stems (or raises IndexError), which :func:`stem`'s cache would then keep.
+_STEMMERS = threading.local()
+
+
+def _english():  # a Snowball stemmer: the pure-Python one, or PyStemmer's when installed
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return stemmer
+
+
+@functools.lru_cache(maxsize=8192)
+def stem(word: str) -> str:
+    """The Snowball (Porter2) English stem of a lower-cased word, the same for its regular inflections
+    ("opening" and "opens" -> "open", "shipping" -> "ship", "monthly" -> "month"), after :data:`LEMMAS` for the
+    irregular ones. Only ever compared with other stems, so it need not be a word."""
+    word = LEMMAS.get(word, word)
+    return word if word.isdigit() else _english().stemWord(word)
+
+
+def words_of(text: str) -> list[str]:
+    """The words of ``text``, lower-cased, accents and possessive "'s" taken off ("hōroku" -> "horoku")."""
+    text = text.lower()
+    if not text.isascii():
+        text = "".join(char for char in unicodedata.normalize("NFKD", text) if not unicodedata.combining(char))
+    return WORD.findall(POSSESSIVE.sub("", text))
 
 
 def terms(text: str) -> set[str]:
-    """Content words of ``text``, lower-cased, with a plural "s" dropped and irregular verb forms lemmatised."""
-    words = WORD.findall(text.lower())
-    found = set()
-    for word in words:
-        if word in STOPWORDS:
-            continue
-        word = LEMMAS.get(word, word)
-        found.add(word[:-1] if len(word) > 4 and word.endswith("s") else word)
-    return found
+    """Content words of ``text``, as stems (:func:`stem`)."""
+    return {stem(word) for word in words_of(text) if word not in STOPWORDS}
+
+
+#: The stems that never say what a question is about.
+NOT_ABOUT = frozenset(stem(word) for word in QUESTION_WORDS | VAGUE)
 
 
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]*)\)")
@@ -172,6 +238,7 @@ def units_of(text: str) -> list[str]:
                 part = part.rstrip(",;:– -")
                 if part:
                     units.append(part if part[-1] in ".!?)\"'”…" else part + ".")
+            pending = pending.rstrip(",;:– -")
             if pending:
                 units.append(pending if pending[-1] in ".!?)\"'”…" else pending + ".")
             paragraph.clear()
@@ -201,22 +268,53 @@ def units_of(text: str) -> list[str]:
 
 
 def wanted_kinds(question: str) -> list[re.Pattern[str]]:
+    """What a unit answering ``question`` holds (see :data:`ASKS`), as patterns; empty when it asks for no kind."""
     lowered = question.lower()
-    return [shape for asks, shape in ASKS if asks.search(lowered)]
+    counted = HOW_MANY.search(lowered)
+    counted = counted if counted and counted.group(1) not in STOPWORDS else None
+    # A price asked for, or a count of a named thing, is what the answer holds, not any amount ("a ten-seat bar").
+    specific = bool(counted or PRICE.search(lowered))
+    kinds = [shape for asks, shape in ASKS if asks.search(lowered) and not (specific and shape is AMOUNT_SHAPE)]
+    if counted:
+        # "342 chests", "eight infusions", "two or three hours" (a word or two between the number and the thing).
+        thing = re.escape(stem(counted.group(1)))
+        # The number starts where a number starts (see NUMBER), not inside a long run of digits.
+        count = rf"\b((?<![\d.,])\d[\d,.]*|{NUMBER_WORDS})\s+([\w-]+\s+){{0,2}}?{thing}"
+        kinds.append(re.compile(count, re.IGNORECASE))
+    return kinds
+
+
+def question_terms(question: str) -> set[str]:
+    """The content words of ``question`` that say what it is about, as stems: not the words saying what kind of
+    answer is wanted ("how long", "how hot") nor the vague ones (:data:`NOT_ABOUT`)."""
+    asked = {stem(word) for word in HOW.findall(question.lower()) if word in DEGREE}
+    return terms(question) - NOT_ABOUT - asked
 
 
 def score(
-    unit: Unit, wanted: set[str], weights: dict[str, float], kinds: list[re.Pattern[str]], title: set[str]
+    unit: Unit,
+    held: set[str],
+    wanted: set[str],
+    weights: dict[str, float],
+    kinds: list[re.Pattern[str]],
+    title: set[str],
 ) -> float:
-    shared = wanted & terms(unit.text)
+    """How well ``unit`` (whose terms are ``held``) answers a question asking for ``wanted`` (see the module
+    docstring)."""
+    shared = wanted & held
     # The page's title says what each of its units is about, whether or not the sentence repeats it ("the video",
     # "wholesale"): its words count for every unit of the page alike. Among the page's sentences the one holding
     # the rest of the question (what is asked about the topic) then leads, not the one restating the topic.
     in_title = wanted & title
     value = sum(weights.get(term, 0.0) for term in shared - in_title)
     value += sum(weights.get(term, 1.0) for term in in_title)
+    # ... and of two such units, the one that names what is asked about ("Fukamushi (deep steamed): ..." on a page
+    # comparing two steamings) goes first.
+    value += 0.25 * sum(weights.get(term, 1.0) for term in in_title & shared)
+    # What is asked for ("how long": a duration) is worth most in a unit about the question's topic: one sharing its
+    # words, or on a page whose title does ("In 1973 the Kunming Tea Factory developed ..." on the wet-piling page).
     if kinds and any(kind.search(unit.text) for kind in kinds):
-        value += 1.5 * max(weights.values(), default=1.0) if shared else 0.5
+        value += 1.5 * max(weights.values(), default=1.0) if shared or in_title else 0.5
     value -= 0.08 * unit.passage
     if unit.text[:1].islower():  # the tail of a sentence cut by a list or a chunk boundary
         value -= 0.5
@@ -255,6 +353,8 @@ class Passage:
     source: int
     text: str
     title: str = ""
+    #: The passage's section heading ("Pairing dinners"): like the title, it says what each of its sentences is about.
+    heading: str = ""
 
 
 def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str, set[int]]:
@@ -273,16 +373,29 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
             units.append(unit)
     if not units:
         return "", set()
-    wanted = terms(question) - QUESTION_WORDS - VAGUE
+    wanted = question_terms(question)
     # How rare each question word is among the candidates: log(1 + N / units holding it).
-    holding = Counter(term for unit in units for term in wanted & terms(unit.text))
+    held = [terms(unit.text) for unit in units]
+    holding = Counter(term for unit_terms in held for term in wanted & unit_terms)
     weights = {term: math.log(1 + len(units) / count) for term, count in holding.items()}
     kinds = wanted_kinds(question)
-    titles = [terms(item.title) for item in passages]
-    scored = sorted(
-        ((score(u, wanted, weights, kinds, titles[u.passage]), i, u) for i, u in enumerate(units)),
-        key=lambda row: (-row[0], row[1]),
-    )
+    titles = [terms(f"{item.title} {item.heading}") for item in passages]
+    values = [score(u, held[i], wanted, weights, kinds, titles[u.passage]) for i, u in enumerate(units)]
+    in_passage: list[set[str]] = [set() for _ in passages]
+    for unit, unit_terms in zip(units, held, strict=True):
+        in_passage[unit.passage] |= unit_terms & wanted
+    for index, unit in enumerate(units):
+        context = in_passage[unit.passage] - held[index] - titles[unit.passage]
+        values[index] += PASSAGE_CONTEXT * sum(weights[term] for term in context)
+    # A question on the page (an FAQ's "Which of your teas are caffeine-free?") is not an answer: the unit after it is.
+    place = {(unit.passage, unit.position): index for index, unit in enumerate(units)}
+    for index, unit in enumerate(units):
+        if unit.text.endswith("?"):
+            after = place.get((unit.passage, unit.position + 1))
+            if after is not None and not units[after].text.endswith("?"):
+                values[after] = max(values[after], values[index])
+            values[index] = min(values[index], 0.0)
+    scored = sorted(((values[i], i, u) for i, u in enumerate(units)), key=lambda row: (-row[0], row[1]))
     lead = scored[0][2] if scored[0][0] > 0 else units[0]  # nothing shared: the best passage's opening
     chosen = [lead]
     words = lead.words
