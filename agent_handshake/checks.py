@@ -321,6 +321,7 @@ def _check_setting_values() -> list[Error]:
         ("INSIGHTS_RETENTION_DAYS", 1),
         ("INSIGHTS_BUFFER_MAX", 1),
         ("INSIGHTS_GAP_BATCH", 1),
+        ("ROUTING_NEAREST", 1),
     ):
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
+import numpy as np
 import pytest
 from django.conf import settings
 from django.core.cache import caches
 from django.test import override_settings
 
 from agent_handshake.concierge import routing
-from agent_handshake.registry import capability_registry
+from agent_handshake.registry import Capability, capability_registry
 from agent_handshake.retrieval import embeddings
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
 
@@ -21,6 +23,16 @@ pytestmark = pytest.mark.django_db
 URL = "/agent/converse"
 CONTENT_QUESTION = "How hot should the water be for gyokuro?"
 STOCK_REQUEST = "Is LK-TEA-0001 in stock?"
+
+
+class EmbedCalls(MiniLMEmbeddings):
+    """The default model, recording each call to embed (the texts of one call together)."""
+
+    calls: list[list[str]] = []
+
+    def embed(self, texts):
+        type(self).calls.append(list(texts))
+        return super().embed(texts)
 
 
 class CountingEmbeddings(MiniLMEmbeddings):
@@ -233,6 +245,135 @@ def test_the_built_in_answering_capabilities_have_examples_that_route(demo_conte
     capabilities = [c for c in capability_registry.available() if c.handler]
     default = capability_registry.get("content_search")
     assert routing.route(query, capabilities, default=default).chosen is capability
-    # Its description alone did not bring these requests to it.
+    # Its examples fit such requests better than its intent and description alone.
     bare = [dataclasses.replace(c, examples=()) if c is capability else c for c in capabilities]
-    assert routing.route(query, bare, default=default).chosen is not bare[capabilities.index(capability)]
+    with_examples = next(s.score for s in routing.rank(query, capabilities) if s.capability is capability)
+    without = next(s.score for s in routing.rank(query, bare) if s.capability.name == capability.name)
+    assert with_examples > without + 0.1
+
+
+def test_a_capability_fits_by_the_mean_of_its_nearest_texts():
+    similarities = np.array([0.9, 0.1, 0.5], dtype=np.float32)
+    for nearest, expected in ((1, 0.9), (2, 0.7), (3, 0.5), (5, 0.5)):
+        with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "ROUTING_NEAREST": nearest}):
+            assert routing.nearest_mean(similarities) == pytest.approx(expected)
+
+
+def test_rank_scores_a_capability_by_its_two_nearest_texts(demo_content):
+    # A capability with many examples no longer wins on its one closest text: the second must agree.
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    request = "Is the bamboo whisk sold out?"
+    vector = routing.embed_query(request)
+    matrices = routing.described(capabilities)
+    off = {**settings.AGENT_HANDSHAKE, "ROUTING_CUE_WEIGHT": 0.0}
+    with override_settings(AGENT_HANDSHAKE=off):
+        ranked = {s.capability.name: s.score for s in routing.rank(request, capabilities)}
+    for capability, matrix in zip(capabilities, matrices, strict=True):
+        best_two = np.sort(matrix @ vector)[-2:]
+        assert ranked[capability.name] == pytest.approx(float(best_two.mean()), abs=1e-5)
+
+
+def test_the_site_name_is_found_however_it_is_written():
+    pattern = routing.site_name_pattern("Lantern & Kettle")
+    for text in ("Who runs Lantern & Kettle?", "what is lantern and kettle", "LANTERN-KETTLE news"):
+        assert pattern.sub("you", text) != text
+    assert pattern.sub("you", "a lantern for the kettle") == "a lantern for the kettle"
+    assert routing.site_name_pattern("  ") is None
+
+
+def test_the_site_name_is_found_without_its_accents():
+    pattern = routing.site_name_pattern("Café Noir")
+    for text in ("Who runs cafe noir?", "CAFÉ NOIR opening times", "Is Cafe\u0301 Noir open?"):
+        assert routing.without_site_name(text, pattern).replace("you", "").lower().find("noir") < 0, text
+    assert routing.without_site_name("Is Cafe\u0301 Noir open?", pattern) == "Is you open?"
+    assert routing.without_site_name("Un café noir, s'il vous plaît", pattern) == "Un you, s'il vous plaît"
+
+
+def test_finding_the_site_name_takes_linear_time_on_a_hostile_request():
+    # "\W+(?:(?:and|&)\W+)?" between the words backtracked quadratically on a run of " &" (0.58 s on 4,000).
+    pattern = routing.site_name_pattern("Lantern & Kettle")
+    for hostile in ("Lantern" + " &" * 4100, "Lantern" + " and" * 2100, "Lantern &" * 910, "Lantern é" + " &" * 4100):
+        hostile = hostile[:8192]
+        started = time.perf_counter()
+        assert routing.without_site_name(hostile, pattern) == hostile
+        assert time.perf_counter() - started < 0.1
+
+
+@pytest.mark.parametrize("name", ["Tea", "The Shop", "A", "Kettle"])
+def test_a_site_name_of_common_words_is_left_as_written(demo_content, monkeypatch, name):
+    # Replaced, "Do you sell tea?" would be "Do you sell you?" for a site called "Tea", "Is the shop open?" "Is you
+    # open?" for "The Shop", and every "a" would be "you": the name carries no word of its own, so it stays.
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    request = "Do you sell tea?"
+    monkeypatch.setattr(routing, "site_name", lambda: "")
+    before = [(s.capability.name, s.score) for s in routing.rank(request, capabilities)]
+    monkeypatch.setattr(routing, "site_name", lambda: name)
+    assert routing.name_pattern(capabilities) is None
+    for capability in capabilities:
+        assert routing.routed_texts(capability, None) == routing.texts_of(capability)
+    after = [(s.capability.name, s.score) for s in routing.rank(request, capabilities)]
+    assert after == before
+    assert routing.without_site_name("Is the shop open?", routing.name_pattern(capabilities)) == "Is the shop open?"
+
+
+def test_a_distinctive_site_name_is_still_replaced(demo_content, monkeypatch):
+    # "Kettle" is a word of the capabilities' texts ("How many kettles are left?"), "Lantern" only of the name.
+    monkeypatch.setattr(routing, "site_name", lambda: "Lantern & Kettle")
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    pattern = routing.name_pattern(capabilities)
+    assert pattern is not None
+    assert routing.without_site_name("Who runs lantern and kettle?", pattern) == "Who runs you?"
+    escalation = next(c for c in capabilities if "Lantern & Kettle" in c.description)
+    assert "Lantern" not in " ".join(routing.routed_texts(escalation, pattern))
+
+
+def test_a_request_naming_the_site_is_embedded_in_one_call(demo_content, monkeypatch):
+    monkeypatch.setattr(routing, "site_name", lambda: "Lantern & Kettle")
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    default = capability_registry.get("content_search")
+    routing.described(capabilities)  # the capabilities' vectors, computed outside the count
+    backend = {**settings.AGENT_HANDSHAKE, "EMBEDDING_BACKEND": "tests.test_routing.EmbedCalls"}
+    EmbedCalls.calls = []
+    with override_settings(AGENT_HANDSHAKE=backend):
+        routing.route("When was Lantern & Kettle founded?", capabilities, default=default)
+        assert EmbedCalls.calls == [["When was Lantern & Kettle founded?", "When was you founded?"]]
+        EmbedCalls.calls = []
+        routing.route("Do you sell tea?", capabilities, default=default)
+        assert EmbedCalls.calls == [["Do you sell tea?"]]
+
+
+def test_the_site_name_is_no_evidence_for_a_capability(demo_content, monkeypatch):
+    # The demo's name: "Lantern" is a word of no capability's texts (the test settings' "Test Site" is common
+    # words there: a test-only capability says "test-only", contact and site_info say "site").
+    name = "Lantern & Kettle"
+    monkeypatch.setattr(routing, "site_name", lambda: name)
+    person = Capability(
+        name="ask_a_person",
+        description=f"Pass a request to a person at {name}; the answer arrives later.",
+        mode="MODE1",
+        examples=(f"I'd like someone at {name} to help me",),
+    )
+    about = Capability(
+        name="about_us",
+        description="General information about this business: who runs it, its history and purpose.",
+        mode="MODE1",
+        examples=("Tell me about your company.",),
+    )
+    request = f"When was {name} founded?"
+    # The texts as written favour the capability that names the site...
+    raw = routing.get_embedding_backend().embed([request, *routing.texts_of(person), *routing.texts_of(about)])
+    similarities = raw[1:] @ raw[0]
+    assert similarities[:3].max() > similarities[3:].max()
+    # ... the routed texts and request leave the name out.
+    assert name not in " ".join(routing.routed_texts(person, routing.name_pattern([person, about])))
+    ranked = routing.rank(request, [person, about])
+    assert ranked[0].capability is about
+
+
+@pytest.mark.parametrize("query", ["Is there a privacy policy?", "Which ways of paying do you take?"])
+def test_questions_about_the_sites_policies_go_to_site_info(demo_content, query):
+    # site_info answers from the pages a site marks site_info (the demo's shipping and returns page among them):
+    # its texts name the policies such pages state, so these no longer go to a price quote or a clarification.
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    default = capability_registry.get("content_search")
+    assert routing.route(query, capabilities, default=default).chosen is capability_registry.get("site_info")

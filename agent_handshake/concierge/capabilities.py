@@ -24,7 +24,16 @@ CONTACT_EXAMPLES = (
     "What's your phone number?",
     "What is your postal address?",
     "Where is your contact form?",
+    "Where are you located?",
+    "What address should I send mail to?",
+    "Which channels can I use to reach you?",
+    "How do I email the company?",
+    "Who should I write to about a press or business enquiry?",
+    "Can I call you?",
+    "Where can I find you?",
 )
+#: ``site_info`` answers from the profile and the pages a site marks ``site_info`` (its about, shipping, returns,
+#: privacy pages...), so what such pages say is asked of it too: the policies as well as who and what.
 SITE_INFO_EXAMPLES = (
     "What is this site about?",
     "Who runs this website?",
@@ -32,6 +41,21 @@ SITE_INFO_EXAMPLES = (
     "What does this business do?",
     "How long have you been in business?",
     "Who are you?",
+    "What do you offer?",
+    "Give me an overview of this organisation.",
+    "What is your story?",
+    "Can I send something back for a refund?",
+    "Do you deliver abroad?",
+    "How can I pay?",
+    "What do you do with my data?",
+)
+CONTACT_DESCRIPTION = (
+    "How to reach the business behind this site: its email address, phone number, postal or street address and "
+    "contact page."
+)
+SITE_INFO_DESCRIPTION = (
+    "What this site is and who is behind it: the business or organisation, what it does and offers, its history, "
+    "and what its about pages say, such as its policies on delivery, returns, payment and privacy."
 )
 
 
@@ -45,7 +69,7 @@ def register_builtin_capabilities() -> None:
     _register(
         Capability(
             name="contact",
-            description="How to reach the site owner: email, phone, postal address, contact page.",
+            description=CONTACT_DESCRIPTION,
             mode="MODE1",
             examples=CONTACT_EXAMPLES,
             response_types=["application/data", "text/answer"],
@@ -60,7 +84,7 @@ def register_builtin_capabilities() -> None:
     _register(
         Capability(
             name="site_info",
-            description="General information about this site, its owner and purpose.",
+            description=SITE_INFO_DESCRIPTION,
             mode="MODE2",
             examples=SITE_INFO_EXAMPLES,
             response_types=["text/answer"],
