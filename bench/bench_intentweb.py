@@ -11,6 +11,10 @@ site's answer signed. The client's own hashing and signing happen before the clo
 submission names ``bench_lookup_v1`` (its template published before the clock starts): the template read (one
 query) and the payload checked against it, then the same call. Target: within 1.2x.
 
+A second AHP row, for reference, is the same call as an agent would make a transactional one: with an API key
+and an ``Idempotency-Key``, so that it too writes (the idempotency record) and pays a durable commit, as the
+intent's nonce and state do; the ratios are printed against both.
+
     python bench/bench_intentweb.py [--seed-docs 1500] [--queries 100]
 """
 
@@ -30,6 +34,7 @@ from common import lifted_limits, print_table, scifact_arguments
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 ACTOR = "https://bench-agent.example/"
+WRITING = "POST /agent/converse (API key + Idempotency-Key)"
 
 
 def b64url(data: bytes) -> str:
@@ -72,7 +77,7 @@ def main() -> None:
     from django.test import override_settings
 
     from agent_handshake.indexing import index_passages
-    from agent_handshake.models import TrustedActorKey
+    from agent_handshake.models import AgentClient, ApiKey, TrustedActorKey
 
     index_passages(config)
     register_lookup()
@@ -92,6 +97,7 @@ def main() -> None:
             if capability.action_type and capability.name != "bench_lookup":
                 del capability_registry._capabilities[capability.name]
         post(handler, "/schema-templates", {"method": "get_schema_template", "params": {"scenario": "bench_lookup"}})
+        api_key = ApiKey.objects.issue(AgentClient.objects.get_or_create(name="bench agent")[0], scopes=["*"])[1]
         for number, title in enumerate(titles):
             interaction_id = f"bench-{number}-{secrets.token_hex(4)}"
             first = client.envelope(interaction_id, "intent_request", "Look up a document by its title", None)
@@ -102,13 +108,15 @@ def main() -> None:
             converse = {"ahp": "0.1", "capability": "bench_lookup", "query": f"look up {title}",
                         "context": {"input": {"title": title}}}  # fmt: skip
             structured = {"schema_id": "bench_lookup_v1", "payload": {"title": title}}
+            keyed = {"HTTP_AUTHORIZATION": f"Bearer {api_key}", "HTTP_IDEMPOTENCY_KEY": interaction_id}
             doors = [
-                ("POST /intent (final turn)", "/intent", final),
-                ("POST /agent/converse", "/agent/converse", converse),
-                ("POST /schema-templates (structured submission)", "/schema-templates", structured),
+                ("POST /intent (final turn)", "/intent", final, {}),
+                ("POST /agent/converse", "/agent/converse", converse, {}),
+                ("POST /schema-templates (structured submission)", "/schema-templates", structured, {}),
+                (WRITING, "/agent/converse", converse, keyed),
             ]
-            for label, path, body in doors[number % 3 :] + doors[: number % 3]:
-                elapsed = timed(handler, environ("POST", path, body))
+            for label, path, body, headers in doors[number % 4 :] + doors[: number % 4]:
+                elapsed = timed(handler, {**environ("POST", path, body), **headers})
                 if number >= 10:
                     times.setdefault(label, []).append(elapsed)
     from agent_handshake.models import Interaction
@@ -119,8 +127,11 @@ def main() -> None:
         f"bench_lookup (MODE3 query): {len(titles) - 10} inputs, an intent's final turn and a structured submission "
         "against AHP "
         f"({len(corpus):,} SciFact documents, in process)",
-        ["request", "p50 ms", "p95 ms", "vs converse p50"],
-        rows_of(times, "POST /agent/converse"),
+        ["request", "p50 ms", "p95 ms", "vs converse p50", "vs keyed converse p50"],
+        [
+            [*row, f"{pct(times[row[0]], 50) / pct(times[WRITING], 50):.2f}x"]
+            for row in rows_of(times, "POST /agent/converse")
+        ],
     )
     print(f"(p50 of the final turn: {pct(times['POST /intent (final turn)'], 50)} ms)")
 

@@ -379,6 +379,8 @@ def test_the_network_prefix_of_ipv4_and_ipv6_senders():
         ("card 4111  1111  1111  1111", "card [number]"),
         ("card 4111\xa01111\xa01111\xa01111", "card [number]"),
         ("card 4111,1111,1111,1111", "card [number]"),
+        ("card 4111, 1111, 1111, 1111 thanks", "card [number] thanks"),
+        ("teas of 1990, 2000, 2010, 2020", "teas of 1990, 2000, 2010, 2020"),
         ("card 4111_1111_1111_1111", "card [number]"),
         ("card 4111\u200b1111\u200b1111\u200b1111", "card [number]"),
         ("ring 555\u2011123\u20114567", "ring [phone]"),

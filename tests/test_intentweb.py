@@ -242,17 +242,19 @@ def test_a_booking_is_collected_turn_by_turn_corrected_and_executed(client, demo
     assert Appointment.objects.count() == 1
 
 
-def test_the_intent_itself_is_not_taken_as_the_answer_to_a_one_field_question(client, demo_content, registries):
-    """A capability with one free-text field: the intent names no value, so the site asks; the answer to that
-    question may then be the whole message."""
+def only_title_lookup(capabilities) -> list[str]:
+    """``title_lookup`` as the only MODE3 capability (routing has one to choose): one free-text field; returns the
+    list of the titles it is run with."""
     from agent_handshake import Capability, Outcome
 
+    runs: list[str] = []
+
     def lookup(invocation) -> Outcome:
+        runs.append(invocation.input["title"])
         return Outcome({"title": invocation.input["title"]}, answer=f"Looked up {invocation.input['title']}.")
 
-    _, capabilities = registries
     for capability in list(capabilities):
-        if capability.action_type:  # the only MODE3 capability: routing has one to choose
+        if capability.action_type:
             del capabilities._capabilities[capability.name]
     capabilities.register(Capability(
         name="title_lookup", description="Find a page by its title.", mode="MODE3", action_type="query",
@@ -260,6 +262,13 @@ def test_the_intent_itself_is_not_taken_as_the_answer_to_a_one_field_question(cl
         input_schema={"type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}},
         output_schema={"type": "object", "properties": {"title": {"type": "string"}}},
     ))  # fmt: skip
+    return runs
+
+
+def test_the_intent_itself_is_not_taken_as_the_answer_to_a_one_field_question(client, demo_content, registries):
+    """A capability with one free-text field: the intent names no value, so the site asks; the answer to that
+    question may then be the whole message."""
+    only_title_lookup(registries[1])
     agent = Agent(client)
     status, reply = agent.send("intent_request", "Look up a page by its title")
     assert status == 200, reply

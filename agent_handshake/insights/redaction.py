@@ -11,7 +11,8 @@ U+2015, U+2212...) turned into ``-``, and any run of whitespace into one space.
   of 7 or more digits after a ``+`` (``+441234567890``). Between two groups: a space, a comma, or one of
   ``- . / _`` with an optional space on either side; or nothing next to a bracketed group.
 - ``[number]``: any run of 6 or more digits, inside a word or not (a card, account, order or ID number), and a
-  grouped number of more than 15 digits (``4111 1111 1111 1111``, ``4111,1111,1111,1111``).
+  grouped number of more than 15 digits (``4111 1111 1111 1111``, ``4111,1111,1111,1111``), and four or five
+  groups of four digits separated by a comma and a space (``4111, 1111, 1111, 1111``) unless they are years.
 
 What stays readable: years and year ranges (``2024``, ``1990-2020``), real dates (``2024-05-01``, ``01/05/2024``;
 not ``12-34-5678``: the month must be 1-12 and the day 1-31), quantities and times (``250 ml``, ``2 min``,
@@ -48,6 +49,8 @@ YEARS = re.compile(rf"{_YEAR}(?:(?: ?[-/] ?|, ?| ){_YEAR})*")
 #: An amount with thousands separators, optionally with decimals: "1,299.00", "1,299,000".
 AMOUNT = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 DIGIT_RUN = re.compile(r"\d{6,}")
+#: A card number written as a list: "4111, 1111, 1111, 1111" (a list of smaller numbers stays: "100, 200, 300").
+CARD_LIST = re.compile(r"(?<![\d,])\d{4}(?:, \d{4}){3,4}(?![\d])")
 
 PHONE_DIGITS = range(7, 16)
 
@@ -80,5 +83,6 @@ def redact(text: str) -> str:
     """``text`` normalised, with email addresses, phone numbers and long digit runs replaced by placeholders (see
     the module docstring)."""
     text = EMAIL.sub("[email]", normalise(text))
+    text = CARD_LIST.sub(lambda match: match.group() if YEARS.fullmatch(match.group()) else "[number]", text)
     text = GROUPED.sub(_grouped, text)
     return DIGIT_RUN.sub("[number]", text)

@@ -134,14 +134,12 @@ class Turn:
     def address(self) -> str | None:
         return ratelimit.client_address(self.request._request)
 
-    def run(self) -> Reply:
-        """The turn, in the caller's transaction (:meth:`.views.IntentView.process`), which keeps the interaction's
-        row locked against concurrent turns until it ends (no savepoint of its own: a refusal ends that
+    def run(self, interaction: Interaction | None) -> Reply:
+        """The turn on ``interaction`` (None: the interaction_id has none yet), in the caller's transaction
+        (:meth:`.views.IntentView.process`), in which the interaction's row was locked (:func:`.views.admit`) and
+        stays locked against concurrent turns until it ends (no savepoint of its own: a refusal ends that
         transaction)."""
-        envelope = self.envelope
-        try:
-            interaction = Interaction.objects.select_for_update().get(interaction_id=envelope.interaction_id)
-        except Interaction.DoesNotExist:
+        if interaction is None:
             return self.start()
         self.interaction = interaction
         return self.go_on(interaction)
@@ -404,6 +402,7 @@ class Turn:
             requesting_agent=(chain[0]["actor_id"] if chain else "")[:128],
             callback_url=self.envelope.callback_url,
             content_type="application/action-result",
+            savepoint=False,  # in the message's transaction (IntentView.process), which a refusal rolls back
             # A retry is the same message with a new nonce and time: those are left out of the fingerprint.
             fingerprint_of={k: v for k, v in self.envelope.body.items() if k not in ("attribution", "timestamp")},
         )

@@ -20,11 +20,15 @@ publish. A refusal is an ``error`` envelope with ``status`` naming it and the ma
 from __future__ import annotations
 
 import datetime
+import functools
 import random
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, router, transaction
 from django.http import HttpResponseBase
 from django.urls import reverse
 from django.utils import timezone
@@ -99,21 +103,108 @@ def check_fresh(envelope: Envelope) -> None:
         )
 
 
-def verify_chain(envelope: Envelope) -> list[str]:
-    """The actor_ids whose entries were verified against a registered key; a registered key's actor with a wrong
-    signature is refused."""
-    entries = envelope.chain
-    # Read on every message, not cached: a key an operator adds, changes or deactivates applies to the next request
-    # in every process. values_list: no model instances to build.
-    found = TrustedActorKey.objects.filter(active=True, actor_id__in={entry["actor_id"] for entry in entries})
-    keys = dict(found.values_list("actor_id", "public_key")) if entries else {}
+#: A message's admission, one statement (one round trip) in its transaction: its nonce spent unless it was before
+#: (``admit_fresh``); the public keys an operator registered for the actors of its chain entries (``admit_keys``),
+#: read for every message, not cached, so a key an operator adds, changes or deactivates applies to the next
+#: request in every process; and its interaction's row, locked until the message's work is committed (concurrent
+#: messages of one interaction take turns), or NULLs if there is none. Raw SQL because the ORM puts no INSERT in a
+#: WITH clause; ON CONFLICT DO NOTHING rather than an IntegrityError, which would need a savepoint to recover from.
+ADMIT = """
+    WITH spent AS (
+        INSERT INTO {nonces} ({nonce}, {created_at}) VALUES (%s, %s) ON CONFLICT ({nonce}) DO NOTHING RETURNING 1
+    )
+    SELECT interaction.*, EXISTS (SELECT 1 FROM spent) AS admit_fresh,
+        ARRAY(SELECT ARRAY[{actor_id}, {public_key}] FROM {keys} WHERE {active} AND {actor_id} = ANY(%s)) AS admit_keys
+    FROM (SELECT 1) AS message
+    LEFT JOIN LATERAL (SELECT * FROM {interactions} WHERE {interaction_id} = %s FOR UPDATE) AS interaction ON true
+"""
+
+
+def database() -> str:
+    """The database alias a message's transaction and its admission use: where the ORM writes interactions, nonces
+    and actor keys. A router that puts them on different databases is refused (the nonce, the keys and the lock
+    must be in one transaction)."""
+    aliases = {router.db_for_write(model) for model in (Interaction, IntentNonce, TrustedActorKey)}
+    if len(aliases) != 1:
+        raise ImproperlyConfigured(
+            "IntentWeb needs Interaction, IntentNonce and TrustedActorKey on one database; the routers give "
+            f"{sorted(aliases)}."
+        )
+    return aliases.pop()
+
+
+def admit_sql(alias: str) -> str:
+    """:data:`ADMIT` with the models' quoted table and column names on ``alias``."""
+    quote = connections[alias].ops.quote_name
+
+    def column(model: type, name: str) -> str:
+        return quote(model._meta.get_field(name).column)
+
+    return ADMIT.format(
+        nonces=quote(IntentNonce._meta.db_table),
+        nonce=column(IntentNonce, "nonce"),
+        created_at=column(IntentNonce, "created_at"),
+        keys=quote(TrustedActorKey._meta.db_table),
+        actor_id=column(TrustedActorKey, "actor_id"),
+        public_key=column(TrustedActorKey, "public_key"),
+        active=column(TrustedActorKey, "active"),
+        interactions=quote(Interaction._meta.db_table),
+        interaction_id=column(Interaction, "interaction_id"),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def registered_key(text: str) -> Ed25519PublicKey:
+    """A registered key's public-key object, loaded once per key: the cache is keyed by the key itself, so a changed
+    key is another entry; ValueError for a malformed one (not cached)."""
+    return public_key_from_b64url(text)
+
+
+@dataclass
+class Admission:
+    #: The actor_ids whose chain entries were verified with their registered key.
+    verified: list[str]
+    #: The message's interaction, locked; None if its interaction_id has none.
+    interaction: Interaction | None
+
+
+def admit(envelope: Envelope, alias: str) -> Admission:
+    """Spend the envelope's nonce, check its chain and lock its interaction, in the message's transaction on
+    ``alias`` (:meth:`IntentView.process`), which a refusal leaves, rolled back: a refused message spends no nonce.
+    An entry of a registered actor with a wrong signature is refused, and so is a nonce accepted before."""
+    actors = sorted({entry["actor_id"] for entry in envelope.chain})
+    params = [envelope.attribution["nonce"], timezone.now(), actors, envelope.interaction_id]
+    # A RawQuerySet runs its statement once, when it is iterated (its columns are read from that cursor).
+    (row,) = Interaction.objects.raw(admit_sql(alias), params, using=alias)
+    verified = verify_chain(envelope, dict(row.admit_keys))
+    if not row.admit_fresh:
+        raise errors.AuthRequired(
+            "This attribution.nonce was already used: every message needs a new one.",
+            code="replayed_nonce",
+            fields=["attribution.nonce"],
+        )
+    if random.random() < 0.02:  # now and then, once the message is committed, forget nonces past the skew window
+        transaction.on_commit(forget_old_nonces, using=alias)
+    return Admission(verified, row if row.pk is not None else None)
+
+
+def forget_old_nonces() -> None:
+    """Delete the nonces older than twice the skew window (no message that old is accepted), outside any message's
+    transaction: it holds no message's locks."""
+    cutoff = timezone.now() - datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
+    IntentNonce.objects.filter(created_at__lt=cutoff).delete()
+
+
+def verify_chain(envelope: Envelope, keys: dict[str, str]) -> list[str]:
+    """The actor_ids whose entries were verified against their registered key in ``keys`` (actor_id: base64url
+    public key); a registered key's actor with a wrong signature is refused."""
     verified = []
-    for index, entry in enumerate(entries):
+    for index, entry in enumerate(envelope.chain):
         registered = keys.get(entry["actor_id"])
         if registered is None:
             continue
         try:
-            public_key = public_key_from_b64url(registered)
+            public_key = registered_key(registered)
         except ValueError:
             raise errors.Failed("A registered actor key is malformed; the error was logged.") from None
         if not attribution.verify_entry(
@@ -128,22 +219,6 @@ def verify_chain(envelope: Envelope) -> list[str]:
             )
         verified.append(entry["actor_id"])
     return verified
-
-
-def consume_nonce(nonce: str) -> None:
-    """Record the nonce, or refuse it as a replay; now and then forget those older than the skew window."""
-    # No savepoint: this runs in the message's transaction (IntentView.process), which a replay leaves, rolled back.
-    try:
-        IntentNonce.objects.create(nonce=nonce)
-    except IntegrityError:
-        raise errors.AuthRequired(
-            "This attribution.nonce was already used: every message needs a new one.",
-            code="replayed_nonce",
-            fields=["attribution.nonce"],
-        ) from None
-    if random.random() < 0.02:
-        cutoff = timezone.now() - datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
-        IntentNonce.objects.filter(created_at__lt=cutoff).delete()
 
 
 # --- the views --------------------------------------------------------------------------------------------------
@@ -179,15 +254,15 @@ class IntentView(FrontDoorView):
         """One envelope, from the checks of the module docstring to the signed answer."""
         envelope = parse(data)
         check_fresh(envelope)
-        verified = verify_chain(envelope)
         endpoint = endpoint_of(request._request)
         turn = flows.Turn(request, envelope, endpoint)
         # One transaction: the nonce is spent with the work it allowed (a refused message spends nothing and
         # changes nothing; the same message refused again is no replay of anything). Neither step opens a
         # savepoint of its own: a refusal leaves this block, which rolls all of it back.
-        with transaction.atomic():
-            consume_nonce(envelope.attribution["nonce"])
-            reply = turn.run()
+        alias = database()
+        with transaction.atomic(using=alias):
+            admission = admit(envelope, alias)
+            reply = turn.run(admission.interaction)
         self.counter.usages.extend(turn.usages)
         interaction = turn.interaction
         body = signed(
@@ -195,7 +270,7 @@ class IntentView(FrontDoorView):
             interaction_id=envelope.interaction_id,
             query_hash=interaction.query_hash if interaction else envelope.attribution["query_hash"],
             endpoint=endpoint,
-            explicability=[explain(interaction, envelope, verified)] if interaction else None,
+            explicability=[explain(interaction, envelope, admission.verified)] if interaction else None,
         )
         response = Response(body, status=reply.http_status)
         if turn.replayed:
