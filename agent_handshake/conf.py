@@ -98,13 +98,14 @@ DEFAULTS: dict[str, Any] = {
     "VECTOR_WEIGHT": 1.0,
     "TEXT_WEIGHT": 1.0,
     # BM25 for the full-text side: k1 (term-frequency saturation), b (length normalisation), and how much an
-    # occurrence in a passage's title or heading counts against one in its text.
-    "BM25_K1": 1.2,
-    "BM25_B": 0.75,
+    # occurrence in a passage's title or heading counts against one in its text. Tuned on SciFact train and ArguAna
+    # (bench/bench_retrieval_quality.py; figures in the README).
+    "BM25_K1": 1.5,
+    "BM25_B": 1.0,
     "BM25_FIELD_WEIGHTS": {"title": 2.0, "heading": 1.0, "text": 1.0},
     # Full-text query words found in more than this share of passages are dropped; at most this many are used.
     "MAX_TERM_SHARE": 0.2,
-    "MAX_QUERY_TERMS": 64,
+    "MAX_QUERY_TERMS": 256,
     # The passages ranked per query: those holding the rarest query words, taken rarest first while their
     # passages add up to at most this many; when they match too few, every word's, again at most this many.
     # Bounds the cost of full text on a large site (README; bench/bench_converse.py).
@@ -181,7 +182,7 @@ DEFAULTS: dict[str, Any] = {
     # Routing an intent to a capability: below MIN_SCORE (cosine) nothing fits; two within MARGIN of each other
     # are both offered in a clarification.
     "ROUTING_MIN_SCORE": 0.2,
-    "ROUTING_MARGIN": 0.03,
+    "ROUTING_MARGIN": 0.01,
     # ... and when a request names no capability (AHP without "capability"), an action capability (MODE3, with an
     # action_type) competes only if it scores at least the site's content (its best passage) minus CONTENT_MARGIN;
     # otherwise the request is a question for content_search.
@@ -189,6 +190,8 @@ DEFAULTS: dict[str, Any] = {
     # ... and a capability's score gains CUE_WEIGHT when the request has one of its cue words: a word of its own
     # texts (intent, description, examples) that no other capability's texts have. 0 turns the cue off.
     "ROUTING_CUE_WEIGHT": 0.03,
+    # ... and a capability's fit is the mean similarity of its NEAREST closest texts (1: the best text alone).
+    "ROUTING_NEAREST": 2,
     # Schema templates' differential semantic pool (free text agents sent in a template's "other" key): fragments
     # whose embeddings are at least SIMILARITY (cosine) apart join one cluster; a cluster of MIN_FRAGMENTS from
     # MIN_SOURCES distinct senders (API keys or networks), spread over at least MIN_SPAN_SECONDS, becomes a proposed
