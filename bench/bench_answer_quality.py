@@ -18,7 +18,7 @@ the app. Reported:
 
 Before anything is asked, every fact is checked against its pages' own text, so a typo in the set fails loudly.
 
-    python bench/bench_answer_quality.py [--show-misses]
+    python bench/bench_answer_quality.py [--show-misses] [--development-only]
 """
 
 from __future__ import annotations
@@ -120,9 +120,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database", default="agent_handshake_bench_answers")
     parser.add_argument("--show-misses", action="store_true", help="print each question whose fact is not led with")
+    parser.add_argument(
+        "--development-only",
+        action="store_true",
+        help="leave the blind set out (its column is read once, when a change is settled, not while tuning)",
+    )
     args = parser.parse_args()
     sets = {"tuning": json.loads(QUESTIONS.read_text()), "held-out": json.loads(HELD_OUT.read_text())}
-    sets[BLIND] = json.loads(HELD_OUT_2.read_text())
+    if not args.development_only:
+        sets[BLIND] = json.loads(HELD_OUT_2.read_text())
     demo_site(args.database)
     for questions in sets.values():
         check_set(questions)

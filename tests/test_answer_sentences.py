@@ -258,3 +258,46 @@ def test_only_a_degree_word_after_how_says_what_kind_of_answer_is_wanted():
     assert stem("hot") not in question_terms("How hot should the water be for gyokuro?")
     assert question_terms("How long is fukamushi sencha steamed?") == terms("fukamushi sencha steamed")
     assert question_terms("How big is the kettle?") == terms("kettle")
+
+
+def test_the_site_section_counts_like_the_title():
+    # "in the video" names the kind of page: the sentence of the page in the Videos section leads, not the blog's
+    # sentence on the same brew (first, and with as many of the question's words).
+    blog = Passage(
+        1, "Warm the pot, then add 6 g of leaf to 60 ml of water.", "Why gyokuro is shaded", "", None, "Blog"
+    )
+    video = Passage(2, "He uses 5 g of leaf and 60 ml of water.", "Brewing gyokuro", "", None, "Videos")
+    question = "How much leaf is used in the gyokuro video?"
+    assert lead(question, [blog, video]).startswith("He uses 5 g"), lead(question, [blog, video])
+    unsectioned = [Passage(1, blog.text, blog.title), Passage(2, video.text, video.title)]
+    assert lead(question, unsectioned).startswith("Warm the pot")  # the section is what decides
+
+
+def test_a_passage_closer_to_the_question_in_meaning_leads():
+    # Alike in words (both ship, both name countries); the retriever's similarity of each passage to the question
+    # says which one is about where the shop ships.
+    question = "Which countries do you ship to?"
+    texts = ["Our gift box ships with five teas from five countries.", "We ship to two countries: the US and Canada."]
+    assert lead(question, [Passage(1, texts[0]), Passage(2, texts[1])]).startswith("Our gift box")
+    near = [Passage(1, texts[0], similarity=0.3), Passage(2, texts[1], similarity=0.7)]
+    assert lead(question, near).startswith("We ship to two countries"), lead(question, near)
+    # A passage the vector search did not return counts as the least similar one.
+    unknown = [
+        Passage(1, texts[0], similarity=None),
+        Passage(2, texts[1], similarity=0.7),
+        Passage(3, "", similarity=0.3),
+    ]
+    assert lead(question, unknown).startswith("We ship to two countries")
+
+
+def test_what_time_asks_for_a_clock_time_not_about_time():
+    assert question_terms("What time do you open on Saturdays?") == terms("open Saturdays")
+    assert question_terms("Which year was the shop founded?") == terms("shop founded")
+    assert question_terms("What date is the tasting?") == terms("tasting")
+    assert question_terms("What is the best time to pick tea?") == terms("best time pick tea")  # the topic here
+    passages = [
+        Passage(1, "Every Saturday at 10:00 our class covers steeping time and water.", "Classes"),
+        Passage(2, "Saturday: shop 09:00–18:00, tea service 11:00–17:00.", "Contact us", "Opening hours"),
+    ]
+    text = lead("What time do you open on Saturdays?", passages)
+    assert text.startswith("Saturday: shop 09:00"), text  # not the class that mentions "time"

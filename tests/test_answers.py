@@ -9,7 +9,10 @@ import re
 import pytest
 from django.test import override_settings
 
+from agent_handshake.concierge.answering import lead_source_first
+from agent_handshake.concierge.backends import GeneratedAnswer
 from agent_handshake.concierge.extractive import Passage, answer, terms, units_of
+from agent_handshake.retrieval.hybrid import DocumentHit
 from tests.test_converse import ask, llm_settings
 
 GUIDE = """## Temperatures
@@ -133,3 +136,41 @@ def test_a_model_sees_the_recent_turns_as_untrusted_text(client, demo_content, f
     assert "Q: How hot should the water be for gyokuro?" in conversation
     assert conversation.count("</turn>") == 1  # the planted delimiter was defused
     assert "<question>\nWhich tea did I ask about first?\n</question>" in user
+
+
+def test_the_source_the_answer_leads_with_is_listed_first_and_citations_follow():
+    hits = [DocumentHit(n, f"Page {n}", f"/p{n}/", "blog.post", "text/html", 1.0 / n) for n in (1, 2, 3)]
+    ordered, generated = lead_source_first(hits, GeneratedAnswer("B says so. [2] C too. [3]", cited={2, 3}))
+    assert [hit.url for hit in ordered] == ["/p2/", "/p1/", "/p3/"]  # the others keep their order
+    assert generated.text == "B says so. [1] C too. [3]"
+    assert generated.cited == {1, 3}
+    for text in ("A says so. [1] B too. [2]", "Nothing cited.", "An unknown source. [7]"):  # left as they are
+        assert lead_source_first(hits, GeneratedAnswer(text)) == (hits, GeneratedAnswer(text))
+
+
+CTC = "What does CTC stand for in Assam CTC tea?"  # the retriever ranks the chai blend first, the blog post second
+
+
+@pytest.mark.django_db
+def test_the_first_source_is_the_page_the_answer_leads_with(client, demo_content):
+    _, body = ask(client, CTC)
+    response = body["response"]
+    assert "crush, tear, curl" in " ".join(response["answer"].split()[:40])
+    assert re.search(r"\[(\d+)\]", response["answer"]).group(1) == "1", response["answer"]
+    assert response["sources"][0]["url"] == "/blog/masala-chai-from-whole-spices/", response["sources"]
+    assert response["sources"][0]["relevance"] == "direct"
+
+
+@pytest.mark.django_db
+def test_streamed_and_listed_results_come_in_the_order_of_the_answered_ones(client, demo_content):
+    from tests.test_nlweb import post
+
+    body = {"query": {"text": CTC}, "prefer": {"mode": "summarize"}}
+    _, whole = post(client, "/ask", body)
+    streamed_body = {**body, "prefer": {"mode": "summarize", "streaming": True}}
+    _, streamed = post(client, "/ask", streamed_body, Accept="text/event-stream")
+    urls = [result["url"] for result in whole["results"]]
+    assert urls[0].endswith("/blog/masala-chai-from-whole-spices/"), urls
+    assert [result["url"] for result in streamed["results"]] == urls
+    _, listed = post(client, "/ask", {"query": {"text": CTC}, "prefer": {"mode": "list"}})  # no answer wanted
+    assert [result["url"] for result in listed["results"]] == urls  # the same sources, in the same order

@@ -5,6 +5,10 @@ filters, the token limit) and returns a :class:`Reply` or a :class:`Clarificatio
 generator that yields :class:`Ranked` once it knows its sources and returns the reply, so that a streaming front
 door sends the sources before the answer is written; the handlers here do, and serve ``site_info``,
 ``content_search`` and the per-model ``get_<model>`` capabilities through one retrieval path.
+
+An instant answer backend (the extractive one, no model call) writes its answer before the sources are sent, and the
+source the answer leads with is listed first (:func:`lead_source_first`): an agent that reads the first source reads
+the page the answer's first sentence comes from.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from typing import Any
 from .. import state
 from ..conf import app_settings
 from ..models import Document
-from ..registry import Capability, content_registry
+from ..registry import Capability, NotRegistered, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
-from .backends import Evidence, GeneratedAnswer, clean_answer, get_answer_backend
+from .backends import CITATION, Evidence, GeneratedAnswer, clean_answer, get_answer_backend
 from .extractive import terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
@@ -131,6 +135,34 @@ def _relevance(rank: int, hit: DocumentHit, top: float, cited: bool) -> str:
     return "indirect" if hit.score >= 0.6 * top else "background"
 
 
+def section_of(label: str) -> str:
+    """The site section of a registered model's pages ("Videos"); empty for a model no longer registered."""
+    try:
+        return content_registry.get_config_by_label(label).get_section()
+    except NotRegistered:
+        return ""
+
+
+def lead_source_first(hits: list[DocumentHit], generated: GeneratedAnswer) -> tuple[list[DocumentHit], GeneratedAnswer]:
+    """``hits`` with the one the answer cites first moved to the front, and the answer's citations renumbered to
+    match (the others keep their order). Unchanged when the answer cites no source, or the first already."""
+    first = CITATION.search(generated.text)
+    lead = int(first.group(1)) if first else 1
+    if not 1 < lead <= len(hits):
+        return hits, generated
+    order = [lead, *(number for number in range(1, len(hits) + 1) if number != lead)]
+    renumbered = {old: new for new, old in enumerate(order, start=1)}
+
+    def cite(match: re.Match[str]) -> str:
+        return f"[{renumbered.get(int(match.group(1)), int(match.group(1)))}]"
+
+    return [hits[number - 1] for number in order], dataclasses.replace(
+        generated,
+        text=CITATION.sub(cite, generated.text),
+        cited={renumbered.get(number, number) for number in generated.cited},
+    )
+
+
 def best_similarity(hits: list[DocumentHit]) -> float:
     """The best cosine similarity among ``hits`` (-1 without any)."""
     return max((hit.similarity for hit in hits if hit.similarity is not None), default=-1.0)
@@ -184,8 +216,15 @@ class ContentConcierge:
             clarification = self.clarification(ctx, hits)
             if clarification:
                 return clarification
-        yield Ranked([hit.document_id for hit in hits])
-        reply = self.reply(ctx, hits)
+        if ctx.content_type == "text/answer" and getattr(get_answer_backend(), "instant", False):
+            # Written in milliseconds: the answer first, so that the sources are sent in the order the reply lists
+            # them, with the one the answer leads with first (a list or a payload keeps the retriever's order). Also
+            # when only the sources are wanted: a question gets the same sources whether or not its answer is.
+            reply = self.reply(ctx, hits, lead_first=True)
+            yield Ranked(list(reply.document_ids))
+        else:
+            yield Ranked([hit.document_id for hit in hits])
+            reply = self.reply(ctx, hits)
         reply.no_answer, reply.weak = not hits, self.weak(hits)
         return reply
 
@@ -249,18 +288,32 @@ class ContentConcierge:
             scopes={section.lower(): [label] for label, section in sections.items()} | {"everything": []},
         )
 
-    def reply(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Reply:
+    def reply(self, ctx: ConverseContext, hits: list[DocumentHit], *, lead_first: bool = False) -> Reply:
+        """The reply from ``hits``; ``lead_first``: the source the answer leads with listed first
+        (:func:`lead_source_first`; the answer is written for that even when ``ctx.write_answer`` is False)."""
         snapshot = state.snapshot()
         evidence = [
-            Evidence(number, hit.title, hit.url, passage.passage.heading, passage.passage.text)
+            Evidence(
+                number,
+                hit.title,
+                hit.url,
+                passage.passage.heading,
+                passage.passage.text,
+                similarity=passage.similarity,
+                section=section_of(hit.model_label),
+            )
             for number, hit in enumerate(hits, start=1)
             for passage in hit.passages[:3]
         ]
-        if ctx.write_answer:
+        if ctx.write_answer or lead_first:
             generated = answer_with(get_answer_backend(), ctx, evidence, snapshot.name)
         else:
             generated = GeneratedAnswer("", backend="none")
-        top = hits[0].score if hits else 0.0
+        top = max((hit.score for hit in hits), default=0.0)
+        if lead_first:
+            hits, generated = lead_source_first(hits, generated)
+            if not ctx.write_answer:  # written only to order the sources
+                generated = GeneratedAnswer("", backend="none")
         sources = [
             {"title": hit.title, "url": hit.url, "relevance": _relevance(rank, hit, top, rank + 1 in generated.cited)}
             for rank, hit in enumerate(hits)

@@ -48,6 +48,10 @@ class Evidence:
     url: str
     heading: str
     text: str
+    #: The cosine similarity of the passage's embedding to the question's, from retrieval (None: not known).
+    similarity: float | None = None
+    #: The site section of the page ("Videos", "Shop": the registered model's ``section``).
+    section: str = ""
 
 
 @dataclass
@@ -63,6 +67,10 @@ class GeneratedAnswer:
 
 class AnswerBackend(abc.ABC):
     name = "answer"
+    #: Answers in milliseconds, with no model call: the concierge writes the answer before it sends the sources, and
+    #: lists first the source the answer leads with. A backend that calls a model is False: its sources are sent
+    #: while it writes, in the retriever's order.
+    instant = False
 
     @abc.abstractmethod
     def answer(self, question: str, evidence: Sequence[Evidence], max_tokens: int, site_name: str) -> GeneratedAnswer:
@@ -74,13 +82,17 @@ class ExtractiveAnswerer(AnswerBackend):
     citations (:mod:`.extractive`)."""
 
     name = "extractive"
+    instant = True
 
     def answer(self, question: str, evidence: Sequence[Evidence], max_tokens: int, site_name: str) -> GeneratedAnswer:
         if not evidence:
             return GeneratedAnswer(f"{site_name or 'This site'} has nothing that answers this question.")
         budget = max(12, int(max_tokens * 0.75))  # words; a token is about three quarters of a word
         passages = [
-            extractive.Passage(item.source, strip_markup(item.text), item.title, item.heading) for item in evidence
+            extractive.Passage(
+                item.source, strip_markup(item.text), item.title, item.heading, item.similarity, item.section
+            )
+            for item in evidence
         ]
         text, cited = extractive.answer(question, passages, budget)
         # Links and markup left in the chosen sentences are cleaned by the concierge, with the rest of the answer.

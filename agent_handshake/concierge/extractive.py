@@ -7,13 +7,17 @@ and ranges. Each unit is scored against the question:
 
 - the question's content words it holds, compared as Snowball stems ("opening" answers "open", "hōroku" "horoku"),
   each weighted by how rare it is among the candidate units (a word every passage repeats, the topic itself, says
-  little about which sentence answers); the words of a page's title and of the passage's section heading count for
-  each of its units alike, so the page's sentence that says what is asked leads, not the one restating the topic
+  little about which sentence answers); the words of a page's title, of the passage's section heading and of the
+  site section the page belongs to ("Videos": "in the video" is about a video page) count for each of its units
+  alike, so the page's sentence that says what is asked leads, not the one restating the topic
   (of two such units, the one naming the asked thing goes first); the question's words elsewhere in the unit's
   passage count a little (a list item under "ISO 3103 ... specifies:" is about ISO 3103);
 - what the question asks for: a temperature, a duration, an amount, a share, a price, a count of the thing named
   ("how many infusions": "eight infusions"), a date or a year, a clock time; a unit on the topic holding one of
   those, when asked, is worth one and a half of the rarest shared word;
+- how close its passage is to the question in meaning: the retriever's cosine similarity of the passage's embedding
+  to the question's, already computed, so it costs nothing ("Which countries do you ship to?" is closer to the
+  passage saying where the shop ships than to a gift box's "five teas from five countries");
 - its passage's rank (the retriever's order breaks near-ties) and a penalty for fragments and run-on units.
 
 A question on the page (an FAQ entry) is not an answer: its score goes to the unit after it.
@@ -104,10 +108,17 @@ DEGREE = frozenset(
     "long short hot warm cold cool big large small much many often frequently far old young soon quickly fast slow "
     "tall high low deep wide thick heavy strong early late expensive cheap".split()
 )
+#: "What time", "which year", "what date": the word after "what" or "which" says what kind of answer is wanted (a clock
+#: time, a year, a date: see :data:`ASKS`), not what the question is about.
+WHAT = re.compile(r"\b(?:what|which)\s+(time|year|date)\b")
 MIN_WORDS, MAX_WORDS = 4, 45
 #: How much a question word in a unit's passage (its section), but not in the unit, counts for the unit: a list item
 #: under "ISO 3103 ... It specifies:" is about ISO 3103 (measured on the development sets: 0.2 of its weight).
 PASSAGE_CONTEXT = 0.2
+#: How much a unit loses per point of cosine similarity its passage is below the best passage's, in units of the
+#: question's rarest shared word (measured on the development sets: 0.25-0.75 gave the same answers, 1.5 and more
+#: lost some).
+PASSAGE_SIMILARITY = 0.5
 #: Words too common in questions and prose to say which sentence answers (scoring only).
 VAGUE = frozenset({"before", "after", "during", "also", "just", "only", "very", "really", "actually", "get", "use"})
 #: A sentence that starts like this continues the one before it.
@@ -286,8 +297,9 @@ def wanted_kinds(question: str) -> list[re.Pattern[str]]:
 
 def question_terms(question: str) -> set[str]:
     """The content words of ``question`` that say what it is about, as stems: not the words saying what kind of
-    answer is wanted ("how long", "how hot") nor the vague ones (:data:`NOT_ABOUT`)."""
-    asked = {stem(word) for word in HOW.findall(question.lower()) if word in DEGREE}
+    answer is wanted ("how long", "how hot", "what time") nor the vague ones (:data:`NOT_ABOUT`)."""
+    lowered = question.lower()
+    asked = {stem(word) for word in HOW.findall(lowered) if word in DEGREE} | {stem(w) for w in WHAT.findall(lowered)}
     return terms(question) - NOT_ABOUT - asked
 
 
@@ -355,6 +367,22 @@ class Passage:
     title: str = ""
     #: The passage's section heading ("Pairing dinners"): like the title, it says what each of its sentences is about.
     heading: str = ""
+    #: The cosine similarity of the passage's embedding to the question's, from retrieval (None: not known).
+    similarity: float | None = None
+    #: The site section the page belongs to ("Videos", "Shop"): what kind of page it is.
+    section: str = ""
+
+
+def similarity_distances(passages: Sequence[Passage], units: Sequence[Unit]) -> list[float]:
+    """How far below the best passage's similarity to the question each unit's passage is (0 for the best; a
+    passage without a similarity counts as the least similar one; all 0 when no passage has one)."""
+    known = [item.similarity for item in passages if item.similarity is not None]
+    if not known:
+        return [0.0] * len(units)
+    best, least = max(known), min(known)
+    return [
+        best - (passages[u.passage].similarity if passages[u.passage].similarity is not None else least) for u in units
+    ]
 
 
 def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str, set[int]]:
@@ -379,7 +407,7 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
     holding = Counter(term for unit_terms in held for term in wanted & unit_terms)
     weights = {term: math.log(1 + len(units) / count) for term, count in holding.items()}
     kinds = wanted_kinds(question)
-    titles = [terms(f"{item.title} {item.heading}") for item in passages]
+    titles = [terms(f"{item.title} {item.heading} {item.section}") for item in passages]
     values = [score(u, held[i], wanted, weights, kinds, titles[u.passage]) for i, u in enumerate(units)]
     in_passage: list[set[str]] = [set() for _ in passages]
     for unit, unit_terms in zip(units, held, strict=True):
@@ -387,6 +415,8 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
     for index, unit in enumerate(units):
         context = in_passage[unit.passage] - held[index] - titles[unit.passage]
         values[index] += PASSAGE_CONTEXT * sum(weights[term] for term in context)
+    for index, distance in enumerate(similarity_distances(passages, units)):
+        values[index] -= PASSAGE_SIMILARITY * max(weights.values(), default=1.0) * distance
     # A question on the page (an FAQ's "Which of your teas are caffeine-free?") is not an answer: the unit after it is.
     place = {(unit.passage, unit.position): index for index, unit in enumerate(units)}
     for index, unit in enumerate(units):
