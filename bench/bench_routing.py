@@ -108,6 +108,10 @@ def main() -> None:
     parser.add_argument("--show-misses", action="store_true", help="print each phrasing not routed to its capability")
     parser.add_argument("--rounds", type=int, default=2, help="latency: passes over the sample per variant")
     parser.add_argument("--latency-queries", type=int, default=32, help="latency: phrasings sampled")
+    parser.add_argument(
+        "--no-blind", action="store_true", help="leave the blind set out entirely (while tuning: it is not even routed)"
+    )
+    parser.add_argument("--no-latency", action="store_true", help="skip the latency measurement")
     args = parser.parse_args()
 
     demo_site(args.database)
@@ -118,7 +122,7 @@ def main() -> None:
     from agent_handshake.retrieval import embeddings
 
     phrasings = json.loads(PHRASINGS.read_text())["phrasings"]
-    blind = json.loads(BLIND.read_text())["phrasings"]
+    blind = [] if args.no_blind else json.loads(BLIND.read_text())["phrasings"]
     capabilities = [
         c for c in converse_capabilities() if c.handler and c.handler.__module__.startswith(("agent_handshake", "demo"))
     ]
@@ -215,6 +219,8 @@ def main() -> None:
         rows,
     )
 
+    if args.no_latency:
+        return
     # Latency: the same phrasings, each variant once per round, interleaved.
     queries = [item["query"] for item in phrasings]
 

@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 from django.conf import settings
 from django.core.cache import caches
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
+from agent_handshake import state
 from agent_handshake.concierge import routing
+from agent_handshake.models import Document, Passage
 from agent_handshake.registry import Capability, capability_registry
 from agent_handshake.retrieval import embeddings
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
@@ -204,7 +208,8 @@ def test_the_content_an_action_applies_to_does_not_count_against_it(demo_content
     inventory = capability_registry.get("check_inventory")
     default = capability_registry.get("content_search")
     vector = routing.embed_query(NAMED_STOCK_REQUEST)
-    score = next(s.score for s in routing.rank(NAMED_STOCK_REQUEST, capabilities) if s.capability is inventory)
+    ranked = routing.rank(NAMED_STOCK_REQUEST, capabilities)
+    score = next(s.against_content for s in ranked if s.capability is inventory)
     margin = settings.AGENT_HANDSHAKE.get("ROUTING_CONTENT_MARGIN", 0.1)
     # Against all the content (the product page included) it would not compete; against the rest it does.
     assert score < routing.content_fit(vector, default) - margin
@@ -267,10 +272,15 @@ def test_rank_scores_a_capability_by_its_two_nearest_texts(demo_content):
     matrices = routing.described(capabilities)
     off = {**settings.AGENT_HANDSHAKE, "ROUTING_CUE_WEIGHT": 0.0}
     with override_settings(AGENT_HANDSHAKE=off):
-        ranked = {s.capability.name: s.score for s in routing.rank(request, capabilities)}
+        ranked = {s.capability.name: s for s in routing.rank(request, capabilities)}
+    direction = routing.topic()
+    assert direction is not None
     for capability, matrix in zip(capabilities, matrices, strict=True):
         best_two = np.sort(matrix @ vector)[-2:]
-        assert ranked[capability.name] == pytest.approx(float(best_two.mean()), abs=1e-5)
+        assert ranked[capability.name].against_content == pytest.approx(float(best_two.mean()), abs=1e-5)
+        # Chosen by the same with the site's topic left out of the request and of the texts.
+        best_two = np.sort(routing.off_topic(matrix, direction) @ routing.off_topic(vector, direction))[-2:]
+        assert ranked[capability.name].score == pytest.approx(float(best_two.mean()), abs=1e-5)
 
 
 def test_the_site_name_is_found_however_it_is_written():
@@ -377,3 +387,92 @@ def test_questions_about_the_sites_policies_go_to_site_info(demo_content, query)
     capabilities = [c for c in capability_registry.available() if c.handler]
     default = capability_registry.get("content_search")
     assert routing.route(query, capabilities, default=default).chosen is capability_registry.get("site_info")
+
+
+def test_the_sites_topic_is_the_direction_of_its_passages_mean_kept_in_the_cache(demo_content):
+    vectors = np.array([np.asarray(v, dtype=np.float64) for v in Passage.objects.values_list("embedding", flat=True)])
+    expected = vectors.mean(axis=0) / np.linalg.norm(vectors.mean(axis=0))
+    direction = routing.topic()
+    assert direction is not None
+    assert np.allclose(direction, expected, atol=1e-5)
+    with CaptureQueriesContext(connection) as queries:
+        assert np.array_equal(routing.topic(), direction)
+    assert not any("avg(" in query["sql"] for query in queries.captured_queries)
+
+
+def test_without_passages_there_is_no_topic_and_the_fit_is_the_similarity(demo_content):
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    try:
+        Document.objects.all().delete()  # their passages with them; rolled back after the test
+        state.invalidate()
+        assert routing.topic() is None
+        for item in routing.rank("Is the bamboo whisk sold out?", capabilities):
+            assert item.topical is None
+            assert item.against_content == item.score
+    finally:
+        state.invalidate()
+
+
+def test_off_topic_removes_the_component_along_the_direction():
+    direction = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    vectors = np.array([[0.6, 0.8, 0.0], [0.8, 0.0, 0.6]], dtype=np.float32)
+    assert np.allclose(routing.off_topic(vectors, direction), [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    assert np.allclose(routing.off_topic(vectors[0], direction), [0.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("query", ["Who runs this tea shop?", "When was the tea shop founded?"])
+def test_the_sites_topic_is_no_evidence_for_a_capability(demo_content, query):
+    # Every request to a tea shop is about tea, and so are the booking's examples ("Book me in for a tea tasting"):
+    # with the topic in, the booking fits these about questions best; left out, site_info does.
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    default = capability_registry.get("content_search")
+    ranked = {s.capability.name: s for s in routing.rank(query, capabilities)}
+    assert ranked["book_appointment"].against_content > ranked["site_info"].against_content
+    assert ranked["site_info"].score > ranked["book_appointment"].score
+    assert routing.route(query, capabilities, default=default).chosen is capability_registry.get("site_info")
+
+
+QUESTION_FOR_THE_CONTENT = "What is L-theanine and what does it do?"
+
+
+def test_a_content_question_goes_to_the_content_even_when_the_about_texts_fit_it_better(demo_content):
+    # site_info's examples are questions too, and fit it better than content_search's generic texts do; the blog
+    # passage that answers it fits it better still (the about pages, site_info's own, left out of that fit).
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    default = capability_registry.get("content_search")
+    site_info = capability_registry.get("site_info")
+    ranked = {s.capability.name: s.score for s in routing.rank(QUESTION_FOR_THE_CONTENT, capabilities)}
+    assert ranked["site_info"] > ranked["content_search"] + settings.AGENT_HANDSHAKE.get("ROUTING_MARGIN", 0.01)
+    vector = routing.embed_query(QUESTION_FOR_THE_CONTENT)
+    theirs = {label for c in capabilities if c is not default and not c.action_type for label in c.models}
+    assert set(site_info.models) <= theirs
+    fit = routing.content_fit(vector, default, tuple(sorted(theirs))) - routing.QUESTION_CONTENT_MARGIN
+    assert fit > ranked["site_info"]
+    assert routing.route(QUESTION_FOR_THE_CONTENT, capabilities, default=default).chosen is default
+
+
+def test_the_defaults_fit_among_questions_leaves_out_the_content_the_others_answer_from(demo_content):
+    # An about page fits the about question: counted for the default, it would claim site_info's questions.
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    default = capability_registry.get("content_search")
+    answering = [s for s in routing.rank("Do you ship to Canada?", capabilities) if not s.capability.action_type]
+    vector = routing.embed_query("Do you ship to Canada?")
+    theirs = {label for s in answering if s.capability is not default for label in s.capability.models}
+    assert {"pages.page", "videos.video", "shop.product"} <= theirs  # site_info's, get_video's and get_product's
+    adjusted = {s.capability.name: s.score for s in routing.as_question(answering, default, vector)}
+    expected = routing.content_fit(vector, default, tuple(sorted(theirs))) - routing.QUESTION_CONTENT_MARGIN
+    before = next(s.score for s in answering if s.capability is default)
+    assert adjusted["content_search"] == pytest.approx(max(before, expected))
+    assert routing.content_fit(vector, default) - routing.QUESTION_CONTENT_MARGIN > adjusted["content_search"] + 0.1
+    assert adjusted["site_info"] == next(s.score for s in answering if s.capability.name == "site_info")
+    assert routing.route("Do you ship to Canada?", capabilities, default=default).chosen.name == "site_info"
+
+
+@pytest.mark.parametrize("query", ["What are your hours on Saturday?", "Is the shop open on Sundays?"])
+def test_opening_hours_are_asked_of_contact(demo_content, query):
+    # contact answers with the profile's opening hours and its texts say so: these no longer go to the booking
+    # (whose description states its hours) or to the content. contact is offered once the profile has contact
+    # details, which the test profile lacks: it is added here.
+    capabilities = [*(c for c in capability_registry.available() if c.handler), capability_registry.get("contact")]
+    default = capability_registry.get("content_search")
+    assert routing.route(query, capabilities, default=default).chosen is capability_registry.get("contact")

@@ -31,6 +31,10 @@ CONTACT_EXAMPLES = (
     "Who should I write to about a press or business enquiry?",
     "Can I call you?",
     "Where can I find you?",
+    "What are your opening hours?",
+    "When are you open?",
+    "Can I visit you?",
+    "How do I get in touch?",
 )
 #: ``site_info`` answers from the profile and the pages a site marks ``site_info`` (its about, shipping, returns,
 #: privacy pages...), so what such pages say is asked of it too: the policies as well as who and what.
@@ -48,14 +52,22 @@ SITE_INFO_EXAMPLES = (
     "Do you deliver abroad?",
     "How can I pay?",
     "What do you do with my data?",
+    "Who founded this business?",
+    "What kind of business are you?",
+    "What is your returns policy?",
+    "How much is delivery, and how long does it take?",
+    "Which payment methods do you accept?",
+    "What is your privacy policy?",
+    "Where do your products come from?",
 )
 CONTACT_DESCRIPTION = (
-    "How to reach the business behind this site: its email address, phone number, postal or street address and "
-    "contact page."
+    "How to reach the business behind this site: its email address, phone number, postal or street address, where "
+    "to find it, its opening hours and contact page."
 )
 SITE_INFO_DESCRIPTION = (
-    "What this site is and who is behind it: the business or organisation, what it does and offers, its history, "
-    "and what its about pages say, such as its policies on delivery, returns, payment and privacy."
+    "What this site is and who is behind it: the business or organisation, what it does, sells or offers, its "
+    "history, people and values, and what its about pages say, such as its policies on shipping and delivery "
+    "(times and costs), returns and refunds, payment and privacy."
 )
 
 
