@@ -400,6 +400,20 @@ def test_the_sites_topic_is_the_direction_of_its_passages_mean_kept_in_the_cache
     assert not any("avg(" in query["sql"] for query in queries.captured_queries)
 
 
+def test_a_large_sites_topic_is_the_mean_of_a_sample_of_its_pages(demo_content):
+    vectors = np.array([np.asarray(v, dtype=np.float64) for v in Passage.objects.values_list("embedding", flat=True)])
+    exact = vectors.mean(axis=0) / np.linalg.norm(vectors.mean(axis=0))
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Passage._meta.db_table}")  # the row estimate the sample's share comes from
+    dimensions = vectors.shape[1]
+    assert np.allclose(routing.passages_mean(dimensions), vectors.mean(axis=0), atol=1e-5)  # under the bound: all
+    with CaptureQueriesContext(connection) as queries:
+        sampled = np.asarray(routing.passages_mean(dimensions, sample=len(vectors) // 3))
+    assert "TABLESAMPLE SYSTEM" in queries.captured_queries[1]["sql"]
+    # A third of the pages (or, were none drawn, all of them): a mean close to the whole's.
+    assert float(sampled @ exact / np.linalg.norm(sampled)) > 0.9
+
+
 def test_without_passages_there_is_no_topic_and_the_fit_is_the_similarity(demo_content):
     capabilities = [c for c in capability_registry.available() if c.handler]
     try:

@@ -102,6 +102,10 @@ CUE_PREFIX = 5
 #: How much a passage's similarity is discounted before it counts as the default capability's fit among the
 #: answering capabilities (see :func:`as_question`); chosen on the routing set's tune half (0.1-0.3 measured).
 QUESTION_CONTENT_MARGIN = 0.2
+#: The site's topic is the mean of at most about this many passages' vectors (a random sample of the table's pages
+#: beyond it): the mean of a few thousand is the mean of a hundred thousand to within noise, and it is computed again
+#: after every change to the content.
+TOPIC_SAMPLE = 5000
 
 
 @dataclass(frozen=True)
@@ -273,7 +277,8 @@ def topic(backend: EmbeddingBackend | None = None) -> np.ndarray | None:
     """The site's topic: the direction of the mean of its passages' vectors (normalised), or None without passages.
 
     Computed once per state of the content (the key holds the state token, which changes with the documents) and
-    kept in the ``CACHE_ALIAS`` cache, like the capabilities' vectors."""
+    kept in the ``CACHE_ALIAS`` cache, like the capabilities' vectors; from a sample when the site has more than
+    ``TOPIC_SAMPLE`` passages (:func:`passages_mean`), so that the first request after a change pays a bounded cost."""
     backend = backend or get_embedding_backend()
     key = (
         "agent_handshake:routing:topic:"
@@ -284,24 +289,36 @@ def topic(backend: EmbeddingBackend | None = None) -> np.ndarray | None:
     cache = caches[app_settings.CACHE_ALIAS]
     found = cache.get(key)
     if found is None:
-        found = []
         index = current_index(backend, create=False)
-        if index is not None:
-            dims = int(index.dimensions)
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT avg(embedding::vector({dims}))::text FROM {Passage._meta.db_table} "
-                    f"WHERE vector_dims(embedding) = {dims}"
-                )
-                row = cursor.fetchone()
-            if row and row[0]:
-                found = json.loads(row[0])
+        found = passages_mean(int(index.dimensions)) if index is not None else []
         cache.set(key, found, timeout=None)
     if len(found) != backend.dimensions:
         return None
     direction = np.asarray(found, dtype=np.float32)
     norm = float(np.linalg.norm(direction))
     return direction / norm if norm > 0 else None
+
+
+def passages_mean(dimensions: int, sample: int = TOPIC_SAMPLE) -> list[float]:
+    """The mean of the passages' vectors of ``dimensions`` ([] without any): of all of them when the planner's
+    estimate of the table's rows is at most ``sample``, else of the rows on a random ``sample``-sized share of its
+    pages (``TABLESAMPLE SYSTEM``: pages, not rows, are drawn, so the cost is the sample's, not the table's); a
+    sample that drew no page falls back to every row."""
+    table = connection.ops.quote_name(Passage._meta.db_table)
+    column = connection.ops.quote_name(Passage._meta.get_field("embedding").column)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
+        estimate = float((cursor.fetchone() or [0])[0])
+        share = 100.0 * sample / estimate if estimate > sample else 100.0  # reltuples is -1 before any ANALYZE
+        mean = f"SELECT avg({column}::vector({dimensions}))::text FROM {table} {{}} WHERE vector_dims({column}) = %s"
+        row = None
+        if share < 100.0:
+            cursor.execute(mean.format("TABLESAMPLE SYSTEM (%s)"), [share, dimensions])
+            row = cursor.fetchone()
+        if not (row and row[0]):
+            cursor.execute(mean.format(""), [dimensions])
+            row = cursor.fetchone()
+    return json.loads(row[0]) if row and row[0] else []
 
 
 def off_topic(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
