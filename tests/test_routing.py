@@ -17,10 +17,12 @@ from django.test.utils import CaptureQueriesContext
 
 from agent_handshake import state
 from agent_handshake.concierge import routing
-from agent_handshake.models import Document, Passage
+from agent_handshake.conf import app_settings
+from agent_handshake.models import Document, EmbeddingIndex, Passage
 from agent_handshake.registry import Capability, capability_registry
 from agent_handshake.retrieval import embeddings
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
+from agent_handshake.retrieval.index import passages_mean
 
 pytestmark = pytest.mark.django_db
 
@@ -406,12 +408,40 @@ def test_a_large_sites_topic_is_the_mean_of_a_sample_of_its_pages(demo_content):
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Passage._meta.db_table}")  # the row estimate the sample's share comes from
     dimensions = vectors.shape[1]
-    assert np.allclose(routing.passages_mean(dimensions), vectors.mean(axis=0), atol=1e-5)  # under the bound: all
+    assert np.allclose(passages_mean(dimensions, len(vectors)), vectors.mean(axis=0), atol=1e-5)  # under the bound
     with CaptureQueriesContext(connection) as queries:
-        sampled = np.asarray(routing.passages_mean(dimensions, sample=len(vectors) // 3))
+        sampled = np.asarray(passages_mean(dimensions, len(vectors) // 3, seed="state one"))
     assert "TABLESAMPLE SYSTEM" in queries.captured_queries[1]["sql"]
     # A third of the pages (or, were none drawn, all of them): a mean close to the whole's.
     assert float(sampled @ exact / np.linalg.norm(sampled)) > 0.9
+    # The same state draws the same pages in every process.
+    assert np.array_equal(np.asarray(passages_mean(dimensions, len(vectors) // 3, seed="state one")), sampled)
+
+
+def test_the_topic_is_one_cache_entry_per_model_replaced_when_the_content_changes(demo_content):
+    cache = caches[app_settings.CACHE_ALIAS]
+    key = routing.topic_key(get_embedding_backend())
+    first = routing.topic()
+    assert cache.get(key)[0] == state.snapshot().token
+    Document.objects.filter(pk=Document.objects.order_by("pk").values("pk")[:1]).delete()
+    state.invalidate()
+    try:
+        second = routing.topic()
+        assert second is not None
+        assert not np.array_equal(first, second)  # computed again for the new state...
+        assert cache.get(key)[0] == state.snapshot().token  # ... in the same entry, not one more per state
+    finally:
+        state.invalidate()
+
+
+def test_while_the_vectors_are_another_models_routing_goes_on_without_the_topic(demo_content):
+    capabilities = [c for c in capability_registry.available() if c.handler]
+    EmbeddingIndex.objects.update(model_id="another-model")  # rolled back after the test
+    caches[app_settings.CACHE_ALIAS].clear()
+    assert routing.topic() is None
+    ranked = routing.rank("Book me a tasting on Saturday", capabilities)
+    assert ranked
+    assert all(item.topical is None for item in ranked)
 
 
 def test_without_passages_there_is_no_topic_and_the_fit_is_the_similarity(demo_content):

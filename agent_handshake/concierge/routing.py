@@ -79,17 +79,16 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import caches
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from .. import state
 from ..conf import app_settings
 from ..insights import recording
-from ..models import Passage
 from ..registry import Capability, capability_registry, content_registry
 from ..retrieval.embeddings import EmbeddingBackend, EmbeddingUnavailable, get_embedding_backend
 from ..retrieval.hybrid import Filters, HybridRetriever
-from ..retrieval.index import current_index
+from ..retrieval.index import EmbeddingModelChanged, current_index, passages_mean
 from . import errors
 from .conversation import Owner, SessionError, load_session, new_session
 
@@ -273,52 +272,41 @@ def described(capabilities: Sequence[Capability], backend: EmbeddingBackend | No
     return [found[key] for key in keys]
 
 
-def topic(backend: EmbeddingBackend | None = None) -> np.ndarray | None:
-    """The site's topic: the direction of the mean of its passages' vectors (normalised), or None without passages.
-
-    Computed once per state of the content (the key holds the state token, which changes with the documents) and
-    kept in the ``CACHE_ALIAS`` cache, like the capabilities' vectors; from a sample when the site has more than
-    ``TOPIC_SAMPLE`` passages (:func:`passages_mean`), so that the first request after a change pays a bounded cost."""
-    backend = backend or get_embedding_backend()
-    key = (
+def topic_key(backend: EmbeddingBackend) -> str:
+    """The cache key of the site's topic for ``backend``'s model: one per model, whatever the content's state."""
+    return (
         "agent_handshake:routing:topic:"
-        + hashlib.sha256(
-            json.dumps([backend.model_id, backend.dimensions, state.snapshot().token]).encode()
-        ).hexdigest()
+        + hashlib.sha256(json.dumps([backend.model_id, backend.dimensions]).encode()).hexdigest()
     )
+
+
+def topic(backend: EmbeddingBackend | None = None) -> np.ndarray | None:
+    """The site's topic: the direction of the mean of its passages' vectors (normalised), or None without passages
+    (or while the stored vectors are another model's, until ``agent_reindex --rebuild``).
+
+    Computed once per state of the content and kept in the ``CACHE_ALIAS`` cache, like the capabilities' vectors:
+    one entry per model, holding the state token it was computed for and the vector (float32 bytes), overwritten
+    after a change, so that changes leave no entries behind; from a sample when the site has more than
+    ``TOPIC_SAMPLE`` passages (:func:`~agent_handshake.retrieval.index.passages_mean`, the same sample in every
+    process for one state), so that the first request after a change pays a bounded cost."""
+    backend = backend or get_embedding_backend()
+    key = topic_key(backend)
+    token = state.snapshot().token
     cache = caches[app_settings.CACHE_ALIAS]
     found = cache.get(key)
-    if found is None:
-        index = current_index(backend, create=False)
-        found = passages_mean(int(index.dimensions)) if index is not None else []
+    if not (isinstance(found, tuple) and len(found) == 2 and found[0] == token):
+        try:
+            index = current_index(backend, create=False)
+        except EmbeddingModelChanged:
+            return None
+        mean = passages_mean(int(index.dimensions), TOPIC_SAMPLE, seed=token) if index is not None else []
+        found = (token, np.asarray(mean, dtype=np.float32).tobytes())
         cache.set(key, found, timeout=None)
-    if len(found) != backend.dimensions:
+    direction = np.frombuffer(found[1], dtype=np.float32)
+    if len(direction) != backend.dimensions:
         return None
-    direction = np.asarray(found, dtype=np.float32)
     norm = float(np.linalg.norm(direction))
     return direction / norm if norm > 0 else None
-
-
-def passages_mean(dimensions: int, sample: int = TOPIC_SAMPLE) -> list[float]:
-    """The mean of the passages' vectors of ``dimensions`` ([] without any): of all of them when the planner's
-    estimate of the table's rows is at most ``sample``, else of the rows on a random ``sample``-sized share of its
-    pages (``TABLESAMPLE SYSTEM``: pages, not rows, are drawn, so the cost is the sample's, not the table's); a
-    sample that drew no page falls back to every row."""
-    table = connection.ops.quote_name(Passage._meta.db_table)
-    column = connection.ops.quote_name(Passage._meta.get_field("embedding").column)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
-        estimate = float((cursor.fetchone() or [0])[0])
-        share = 100.0 * sample / estimate if estimate > sample else 100.0  # reltuples is -1 before any ANALYZE
-        mean = f"SELECT avg({column}::vector({dimensions}))::text FROM {table} {{}} WHERE vector_dims({column}) = %s"
-        row = None
-        if share < 100.0:
-            cursor.execute(mean.format("TABLESAMPLE SYSTEM (%s)"), [share, dimensions])
-            row = cursor.fetchone()
-        if not (row and row[0]):
-            cursor.execute(mean.format(""), [dimensions])
-            row = cursor.fetchone()
-    return json.loads(row[0]) if row and row[0] else []
 
 
 def off_topic(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:

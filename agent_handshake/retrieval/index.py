@@ -7,6 +7,8 @@ index is created for its dimension. A different configured model raises :class:`
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Sequence
 
 from django.contrib.postgres.search import SearchVector
@@ -62,6 +64,31 @@ def current_index(backend: EmbeddingBackend | None = None, *, create: bool = Tru
             "--rebuild` to embed every passage again with the new model."
         )
     return index
+
+
+def passages_mean(dimensions: int, sample: int, *, seed: str = "") -> list[float]:
+    """The mean of the passages' vectors of ``dimensions`` ([] without any): of all of them when the planner's
+    estimate of the table's rows is at most ``sample``, else of the rows on a random ``sample``-sized share of its
+    pages (``TABLESAMPLE SYSTEM``: pages, not rows, are drawn, so the cost is the sample's, not the table's),
+    drawn the same way for the same ``seed`` (``REPEATABLE``); a sample that drew no page falls back to every row."""
+    table = connection.ops.quote_name(Passage._meta.db_table)
+    column = connection.ops.quote_name(Passage._meta.get_field("embedding").column)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
+        estimate = float((cursor.fetchone() or [0])[0])
+        share = 100.0 * sample / estimate if estimate > sample else 100.0  # reltuples is -1 before any ANALYZE
+        mean = (
+            f"SELECT avg({column}::vector({int(dimensions)}))::text FROM {table} {{}} WHERE vector_dims({column}) = %s"
+        )
+        row = None
+        if share < 100.0:
+            repeatable = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:4], "big") % (2**31)
+            cursor.execute(mean.format("TABLESAMPLE SYSTEM (%s) REPEATABLE (%s)"), [share, repeatable, dimensions])
+            row = cursor.fetchone()
+        if not (row and row[0]):
+            cursor.execute(mean.format(""), [dimensions])
+            row = cursor.fetchone()
+    return json.loads(row[0]) if row and row[0] else []
 
 
 def reset_index() -> None:
