@@ -148,6 +148,21 @@ def test_the_source_the_answer_leads_with_is_listed_first_and_citations_follow()
         assert lead_source_first(hits, GeneratedAnswer(text)) == (hits, GeneratedAnswer(text))
 
 
+def test_a_pages_footnote_marks_are_not_citations():
+    assert units_of("The leaves are picked in spring [3]. They are shaded for three weeks.[12]") == [
+        "The leaves are picked in spring.",
+        "They are shaded for three weeks.",
+    ]
+    kettle = Passage(1, "Our kettles hold 1.7 litres of water and boil it in four minutes.", "Kettles")
+    gyokuro = Passage(2, "Gyokuro is picked by hand in early spring [3], after three weeks of shade.", "Gyokuro")
+    text, cited = answer("When is gyokuro picked?", [kettle, gyokuro], budget=60)
+    assert "[3]" not in text
+    hits = [DocumentHit(n, f"Page {n}", f"/p{n}/", "blog.post", "text/html", 1.0 / n) for n in (1, 2)]
+    ordered, generated = lead_source_first(hits, GeneratedAnswer(text, cited=cited))
+    assert ordered[0].url == "/p2/"  # the page the answer leads with, not a footnote's number
+    assert generated.text.startswith("Gyokuro is picked by hand in early spring, after three weeks of shade. [1]")
+
+
 CTC = "What does CTC stand for in Assam CTC tea?"  # the retriever ranks the chai blend first, the blog post second
 
 
@@ -162,13 +177,15 @@ def test_the_first_source_is_the_page_the_answer_leads_with(client, demo_content
 
 
 @pytest.mark.django_db
-def test_streamed_and_listed_results_come_in_the_order_of_the_answered_ones(client, demo_content):
+def test_streamed_and_listed_results_come_in_the_order_of_the_answered_ones(client, demo_content, settings):
     from tests.test_nlweb import post
 
+    # No answer cache: each request below is answered, streamed or not, not read back from the one before.
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "ANSWER_CACHE_TIMEOUT": 0}
     body = {"query": {"text": CTC}, "prefer": {"mode": "summarize"}}
-    _, whole = post(client, "/ask", body)
     streamed_body = {**body, "prefer": {"mode": "summarize", "streaming": True}}
     _, streamed = post(client, "/ask", streamed_body, Accept="text/event-stream")
+    _, whole = post(client, "/ask", body)
     urls = [result["url"] for result in whole["results"]]
     assert urls[0].endswith("/blog/masala-chai-from-whole-spices/"), urls
     assert [result["url"] for result in streamed["results"]] == urls

@@ -47,7 +47,8 @@ class ConverseContext:
     filters: Filters = field(default_factory=Filters)
     #: True when the agent already answered a clarification (no second one is asked).
     clarified: bool = False
-    #: False when only the sources are wanted: the answer backend is not called.
+    #: False when only the sources are wanted: no answer is returned, and a model is not called (an ``instant``
+    #: backend's answer is still written, to list the sources in the same order as when it is wanted).
     write_answer: bool = True
     #: The conversation's recent turns, oldest first, as (question, answer): a model answers follow-ups with them.
     history: tuple[tuple[str, str], ...] = ()
@@ -292,6 +293,7 @@ class ContentConcierge:
         """The reply from ``hits``; ``lead_first``: the source the answer leads with listed first
         (:func:`lead_source_first`; the answer is written for that even when ``ctx.write_answer`` is False)."""
         snapshot = state.snapshot()
+        sections = {label: section_of(label) for label in {hit.model_label for hit in hits}}
         evidence = [
             Evidence(
                 number,
@@ -300,7 +302,7 @@ class ContentConcierge:
                 passage.passage.heading,
                 passage.passage.text,
                 similarity=passage.similarity,
-                section=section_of(hit.model_label),
+                section=sections[hit.model_label],
             )
             for number, hit in enumerate(hits, start=1)
             for passage in hit.passages[:3]

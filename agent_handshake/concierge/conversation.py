@@ -194,7 +194,8 @@ class Question:
     #: With no ``clarification``, the text answers a pending clarification when it names one of its options
     #: (NLWeb has no field for the answer to an elicitation: the next question is the answer).
     text_may_clarify: bool = False
-    #: False when only the sources are wanted (NLWeb's ``list`` mode): no answer is written, no model is called.
+    #: False when only the sources are wanted (NLWeb's ``list`` mode): no answer is returned, no model is called (an
+    #: ``instant`` backend's answer is written and dropped: it orders the sources).
     write_answer: bool = True
 
 

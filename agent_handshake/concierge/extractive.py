@@ -110,7 +110,7 @@ DEGREE = frozenset(
 )
 #: "What time", "which year", "what date": the word after "what" or "which" says what kind of answer is wanted (a clock
 #: time, a year, a date: see :data:`ASKS`), not what the question is about.
-WHAT = re.compile(r"\b(?:what|which)\s+(time|year|date)\b")
+WHAT = re.compile(r"\b(?:what|which)\s+(times?|years?|dates?)\b")
 MIN_WORDS, MAX_WORDS = 4, 45
 #: How much a question word in a unit's passage (its section), but not in the unit, counts for the unit: a list item
 #: under "ISO 3103 ... It specifies:" is about ISO 3103 (measured on the development sets: 0.2 of its weight).
@@ -185,11 +185,15 @@ NOT_ABOUT = frozenset(stem(word) for word in QUESTION_WORDS | VAGUE)
 
 
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]*)\)")
+#: A page's own footnote mark ("...harvest [3]."): its note is not quoted, and an answer's ``[n]`` are its citations
+#: of the site's sources alone (the concierge reads the first as the source the answer leads with).
+FOOTNOTE = re.compile(r"\s?\[\d{1,3}\]")
 
 
 def plain(text: str) -> str:
-    """A line of markdown as plain text: emphasis and code markers removed, images reduced to their text; links
-    are kept whole (the concierge keeps the site's own and removes the rest, see ``backends.clean_answer``)."""
+    """A line of markdown as plain text: emphasis and code markers and footnote marks removed, images reduced to their
+    text; links are kept whole (the concierge keeps the site's own and removes the rest, see
+    ``backends.clean_answer``)."""
     links: list[str] = []
 
     def hold(match: re.Match[str]) -> str:
@@ -198,7 +202,7 @@ def plain(text: str) -> str:
         links.append(f"[{match.group(2)}]({match.group(3)})")
         return f"\x00{len(links) - 1}\x00"
 
-    text = LINK.sub(hold, text)
+    text = FOOTNOTE.sub("", LINK.sub(hold, text))
     for _ in range(3):  # nested emphasis: ***a**b* and the like
         text = EMPHASIS.sub(r"\2", text)
     text = STRAY_MARKERS.sub("", text)
