@@ -15,6 +15,12 @@ A second AHP row, for reference, is the same call as an agent would make a trans
 and an ``Idempotency-Key``, so that it too writes (the idempotency record) and pays a durable commit, as the
 intent's nonce and state do; the ratios are printed against both.
 
+A last row is the floor: the work a final turn must do beyond the call, alone, with no view, ORM or envelope around
+it (the chain entry verified and the site's entry signed; in one transaction, the admission statement that spends
+the nonce, reads the keys and locks the interaction, and the interaction's state written; the durable commit). The
+call's own transaction runs inside the turn's, so this is added to, not in place of, the AHP call's time: the
+final turn can come no closer to the AHP call than (AHP + floor) / AHP.
+
     python bench/bench_intentweb.py [--seed-docs 1500] [--queries 100]
 """
 
@@ -26,6 +32,7 @@ import datetime
 import hashlib
 import json
 import secrets
+import time
 
 import rfc8785
 from bench_converse import scifact_site
@@ -35,6 +42,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 ACTOR = "https://bench-agent.example/"
 WRITING = "POST /agent/converse (API key + Idempotency-Key)"
+FLOOR = "floor: verify + sign + admission + state update + commit, alone"
 
 
 def b64url(data: bytes) -> str:
@@ -57,6 +65,40 @@ class Client:
                  "signature": b64url(self.key.sign(rfc8785.dumps(signed)))}  # fmt: skip
         return {**body, "attribution": {"query_hash": query_hash, "nonce": nonce, "timestamp": now,
                                         "chain": [entry]}, **extra}  # fmt: skip
+
+
+def floor(client: Client, final: dict, site_key) -> float:
+    """The seconds the work a final turn adds to the call takes alone (see the module docstring): ``final``'s chain
+    entry verified, the site's entry signed, and in one transaction the admission statement (a fresh nonce, so it is
+    spent as a real one is) and the interaction's update, committed."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from agent_handshake.intentweb import attribution
+    from agent_handshake.intentweb.views import admit_sql, database
+    from agent_handshake.models import Interaction
+
+    alias = database()
+    table = connection.ops.quote_name(Interaction._meta.db_table)
+    given = final["attribution"]
+    public_key = client.key.public_key()
+    began = time.perf_counter()
+    assert attribution.verify_entry(given["chain"][0], query_hash=given["query_hash"], nonce=given["nonce"],
+                                    public_key=public_key)  # fmt: skip
+    attribution.sign_entry(
+        site_key,
+        actor_type="site",
+        actor_id="https://site.example/",
+        query_hash=given["query_hash"],
+        nonce=given["nonce"],
+        timestamp=given["timestamp"],
+    )
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        cursor.execute(admit_sql(alias), [secrets.token_urlsafe(16), timezone.now(), [ACTOR], final["interaction_id"]])
+        cursor.fetchall()
+        cursor.execute(f"UPDATE {table} SET collected = %s::jsonb, updated_at = now() WHERE interaction_id = %s",
+                       [json.dumps({"title": final["message"]}), final["interaction_id"]])  # fmt: skip
+    return time.perf_counter() - began
 
 
 def post(handler, path: str, body: dict) -> dict:
@@ -97,6 +139,7 @@ def main() -> None:
             if capability.action_type and capability.name != "bench_lookup":
                 del capability_registry._capabilities[capability.name]
         post(handler, "/schema-templates", {"method": "get_schema_template", "params": {"scenario": "bench_lookup"}})
+        site_key = Ed25519PrivateKey.generate()
         api_key = ApiKey.objects.issue(AgentClient.objects.get_or_create(name="bench agent")[0], scopes=["*"])[1]
         for number, title in enumerate(titles):
             interaction_id = f"bench-{number}-{secrets.token_hex(4)}"
@@ -119,6 +162,9 @@ def main() -> None:
                 elapsed = timed(handler, {**environ("POST", path, body), **headers})
                 if number >= 10:
                     times.setdefault(label, []).append(elapsed)
+            elapsed = floor(client, final, site_key)
+            if number >= 10:
+                times.setdefault(FLOOR, []).append(elapsed)
     from agent_handshake.models import Interaction
 
     done = Interaction.objects.filter(interaction_id__startswith="bench-", status=Interaction.Status.DONE).count()
@@ -134,6 +180,8 @@ def main() -> None:
         ],
     )
     print(f"(p50 of the final turn: {pct(times['POST /intent (final turn)'], 50)} ms)")
+    least = (pct(times["POST /agent/converse"], 50) + pct(times[FLOOR], 50)) / pct(times["POST /agent/converse"], 50)
+    print(f"(the closest a final turn can come to the AHP call, (AHP p50 + floor p50) / AHP p50: {least:.2f}x)")
 
 
 if __name__ == "__main__":
