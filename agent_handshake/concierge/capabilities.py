@@ -67,7 +67,7 @@ CONTACT_DESCRIPTION = (
 SITE_INFO_DESCRIPTION = (
     "What this site is and who is behind it: the business or organisation, what it does, sells or offers, its "
     "history, people and values, and what its about pages say, such as its policies on shipping and delivery "
-    "(times and costs), returns and refunds, payment and privacy."
+    "(times, costs), returns, payment and privacy."
 )
 
 
