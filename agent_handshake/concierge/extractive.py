@@ -167,12 +167,16 @@ def stem(word: str) -> str:
     return word if word.isdigit() else _english().stemWord(word)
 
 
+def unaccented(text: str) -> str:
+    """``text`` without its accents ("hōroku" -> "horoku"; a combining accent alone -> "")."""
+    if text.isascii():
+        return text
+    return "".join(part for part in unicodedata.normalize("NFKD", text) if not unicodedata.combining(part))
+
+
 def words_of(text: str) -> list[str]:
     """The words of ``text``, lower-cased, accents and possessive "'s" taken off ("hōroku" -> "horoku")."""
-    text = text.lower()
-    if not text.isascii():
-        text = "".join(char for char in unicodedata.normalize("NFKD", text) if not unicodedata.combining(char))
-    return WORD.findall(POSSESSIVE.sub("", text))
+    return WORD.findall(POSSESSIVE.sub("", unaccented(text.lower())))
 
 
 def terms(text: str) -> set[str]:

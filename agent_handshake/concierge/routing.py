@@ -12,8 +12,8 @@ them in the ``CACHE_ALIAS`` cache (no expiry) under a key made of the embedding 
 hash of each capability's texts, so a deploy that changes a text or the model computes them again, and every
 process behind a shared cache (Redis, Memcached, the database) reads the first one's. With the default local-memory
 cache that is once per process, still never per request, and a query's own LRU entries never push them out. The
-site's topic (:func:`topic`, one average over the passages' vectors) is kept the same way, under a key that holds the
-content's state token, so it is computed again when the content changes.
+site's topic (:func:`topic`, one average over the passages' vectors) is kept the same way, one entry per model that
+holds the content's state token it was computed for, so it is computed again when the content changes.
 
 :func:`route` chooses the best capability when it scores at least ``ROUTING_MIN_SCORE`` and no other is within
 ``ROUTING_MARGIN`` of it; otherwise the candidates are offered for the caller to choose (IntentWeb's
@@ -72,7 +72,6 @@ import json
 import logging
 import math
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +90,7 @@ from ..retrieval.hybrid import Filters, HybridRetriever
 from ..retrieval.index import EmbeddingModelChanged, current_index, passages_mean
 from . import errors
 from .conversation import Owner, SessionError, load_session, new_session
+from .extractive import unaccented
 
 logger = logging.getLogger(__name__)
 ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "one": 1, "two": 2, "three": 3}
@@ -149,11 +149,6 @@ def site_name() -> str:
     return state.snapshot().name or ""
 
 
-def folded_char(char: str) -> str:
-    """A character without its accents ("é" -> "e"; a combining accent alone -> "")."""
-    return "".join(part for part in unicodedata.normalize("NFKD", char) if not unicodedata.combining(part))
-
-
 def folded(text: str) -> tuple[str, list[int] | None]:
     """``text`` without accents, and for each of its characters the index of the character of ``text`` it comes
     from (None when ``text`` is ASCII: the same positions)."""
@@ -162,7 +157,7 @@ def folded(text: str) -> tuple[str, list[int] | None]:
     pieces: list[str] = []
     origins: list[int] = []
     for index, char in enumerate(text):
-        plain = char if char.isascii() else folded_char(char)
+        plain = unaccented(char)
         pieces.append(plain)
         origins.extend([index] * len(plain))
     return "".join(pieces), origins
@@ -228,7 +223,7 @@ def without_site_name(text: str, pattern: re.Pattern[str] | None) -> str:
     for match in pattern.finditer(plain):
         start = max(origins[match.start()], last)
         end = origins[match.end() - 1] + 1
-        while end < len(text) and not folded_char(text[end]):  # the name's last letter's combining accents
+        while end < len(text) and not unaccented(text[end]):  # the name's last letter's combining accents
             end += 1
         kept += [text[last:start], "you"]
         last = end
