@@ -7,7 +7,8 @@ more, written later from the content alone and never tuned against: the two colu
 ``bench/data/answer_quality_heldout2.json`` holds 40 more, the third column "held-out 2 (blind)": written by someone
 who had not seen the answering code nor any answer it gave, from the demo fixtures alone (at most two questions per
 page, many worded unlike their page), avoiding the facts of both other sets; its misses are never printed, so it stays
-blind. Each
+blind. ``bench/data/answer_quality_heldout3.json`` holds 40 more written the same way (no code, no answers seen),
+but as development data: its misses are printed and were read. Each
 question goes to ``POST /agent/converse`` (``content_search``, ``text/answer``, the configured answer backend:
 extractive by default) through the Django WSGI handler, on a fresh database holding the demo content, indexed by
 the app. Reported:
@@ -39,6 +40,9 @@ QUESTIONS = HERE / "data" / "answer_quality.json"
 HELD_OUT = HERE / "data" / "answer_quality_heldout.json"
 #: Written blind (no answering code, no answers seen); nobody tunes against it, and --show-misses leaves it out.
 HELD_OUT_2 = HERE / "data" / "answer_quality_heldout2.json"
+#: Written later as development data, from the content alone without seeing the code or any answer; its misses were
+#: read, so it is development data like the first two.
+HELD_OUT_3 = HERE / "data" / "answer_quality_heldout3.json"
 BLIND = "held-out 2 (blind)"
 LEAD_WORDS = 40
 
@@ -126,7 +130,11 @@ def main() -> None:
         help="leave the blind set out (its column is read once, when a change is settled, not while tuning)",
     )
     args = parser.parse_args()
-    sets = {"tuning": json.loads(QUESTIONS.read_text()), "held-out": json.loads(HELD_OUT.read_text())}
+    sets = {
+        "tuning": json.loads(QUESTIONS.read_text()),
+        "held-out": json.loads(HELD_OUT.read_text()),
+        "held-out 3": json.loads(HELD_OUT_3.read_text()),
+    }
     if not args.development_only:
         sets[BLIND] = json.loads(HELD_OUT_2.read_text())
     demo_site(args.database)

@@ -27,7 +27,7 @@ from ..models import Document
 from ..registry import Capability, NotRegistered, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
 from .backends import CITATION, Evidence, GeneratedAnswer, clean_answer, get_answer_backend
-from .extractive import terms
+from .extractive import subject, terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 #: How far above the relevance floor a best match is still weak. With all-MiniLM-L6-v2 (floor 0.34) the demo's
@@ -241,7 +241,8 @@ class ContentConcierge:
         embedding model's measured floor) similar to it: rank fusion cannot tell (the best of unrelated passages is
         still ranked first); the embedding's cosine similarity can. Two things the embedding misses are kept
         below the floor: a passage holding every word of the query (a SKU such as "LK-TEA-0001", a product
-        name: to a sentence embedding, a code is noise), and an ``application/feed`` listing ("latest videos"
+        name: to a sentence embedding, a code is noise; a definition asked for, "What does zisha mean?", needs the
+        page to hold the term, not "mean"), and an ``application/feed`` listing ("latest videos"
         asks for items, and is like no passage). Without vector scores (no embeddings yet) the hits are kept."""
         if not hits:
             return False
@@ -251,7 +252,7 @@ class ContentConcierge:
         if ctx.content_type == "application/feed":
             return True
         matched = [p.passage.pk for hit in hits for p in hit.passages if p.text_rank is not None]
-        return self.retriever.holds_every_word(ctx.query, matched)
+        return self.retriever.holds_every_word(subject(ctx.query), matched)
 
     def clarification(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Clarification | None:
         """Ask which kind of content is meant when a bare topic's best results are split across kinds.

@@ -111,6 +111,9 @@ DEGREE = frozenset(
 #: "What time", "which year", "what date": the word after "what" or "which" says what kind of answer is wanted (a clock
 #: time, a year, a date: see :data:`ASKS`), not what the question is about.
 WHAT = re.compile(r"\b(?:what|which)\s+(times?|years?|dates?)\b")
+#: "What does zisha mean?", "what is it called", "what does CTC stand for": words that ask for a definition or a
+#: name, not what the question is about (a page defining "zisha" need not say "mean").
+DEFINING = re.compile(r"\b(means?|meaning|called|definition|define[sd]?|stands?\s+for)\b", re.IGNORECASE)
 MIN_WORDS, MAX_WORDS = 4, 45
 #: How much a question word in a unit's passage (its section), but not in the unit, counts for the unit: a list item
 #: under "ISO 3103 ... It specifies:" is about ISO 3103 (measured on the development sets: 0.2 of its weight).
@@ -301,6 +304,11 @@ def wanted_kinds(question: str) -> list[re.Pattern[str]]:
         count = rf"\b((?<![\d.,])\d[\d,.]*|{NUMBER_WORDS})\s+([\w-]+\s+){{0,2}}?{thing}"
         kinds.append(re.compile(count, re.IGNORECASE))
     return kinds
+
+
+def subject(question: str) -> str:
+    """``question`` without the words asking for a definition or a name (:data:`DEFINING`): what it is about."""
+    return DEFINING.sub(" ", question)
 
 
 def question_terms(question: str) -> set[str]:
