@@ -9,7 +9,8 @@ answered, and is counted apart). Each list alternates a "tune" half (thresholds 
 more (16 per capability), written blind by someone who saw neither the routing code nor any of its results, from the
 demo content and the capabilities' names, descriptions and input schemas (not their examples): the "held-out 2
 (blind)" column gives its top-1, clarifications and wrong choices, apart from every other figure, and its misses are
-never printed, so it stays blind.
+never printed, so it stays blind. ``bench/data/routing_heldout3.json`` holds 128 more written the same way, kept as
+development data: the "held-out 3" column, whose misses ``--show-misses`` prints.
 
 Each phrasing is routed as ``POST /agent/converse`` without ``capability`` routes it
 (:func:`agent_handshake.ahp.converse.route`), among the capabilities the demo site offers there (the demo's
@@ -43,6 +44,9 @@ HERE = Path(__file__).resolve().parent
 PHRASINGS = HERE / "data" / "routing.json"
 #: Written blind (no routing code, no results seen); nobody tunes against it, and --show-misses leaves it out.
 BLIND = HERE / "data" / "routing_heldout2.json"
+#: Written the same way as the blind set (no routing code, no results seen), but as development data: its misses are
+#: printed and were read.
+HELD_OUT_3 = HERE / "data" / "routing_heldout3.json"
 
 
 def demo_site(database: str) -> None:
@@ -123,11 +127,12 @@ def main() -> None:
 
     phrasings = json.loads(PHRASINGS.read_text())["phrasings"]
     blind = [] if args.no_blind else json.loads(BLIND.read_text())["phrasings"]
+    third = json.loads(HELD_OUT_3.read_text())["phrasings"]
     capabilities = [
         c for c in converse_capabilities() if c.handler and c.handler.__module__.startswith(("agent_handshake", "demo"))
     ]
     names = {c.name for c in capabilities}
-    missing = sorted({item["capability"] for item in phrasings + blind} - names)
+    missing = sorted({item["capability"] for item in phrasings + blind + third} - names)
     assert not missing, f"not offered on /agent/converse: {missing}"
 
     def routed(query: str):
@@ -141,6 +146,7 @@ def main() -> None:
     rows, totals = [], {"tune": [0, 0], "heldout": [0, 0]}
     counts = {"right": 0, "clarified": 0, "wrong": 0, "via_get": 0, "before": 0}
     blind_total = [0, 0, 0]
+    third_total = [0, 0]
     for name in dict.fromkeys(item["capability"] for item in phrasings):
         items = [item for item in phrasings if item["capability"] == name]
         right = {"tune": 0, "heldout": 0}
@@ -164,6 +170,17 @@ def main() -> None:
                 top = ", ".join(f"{s.capability.name} {s.score:.2f}" for s in result.ranked[:3])
                 print(f"  {name}: {item['query']!r} -> {chosen or 'clarification'} ({top})")
         halves = {half: sum(item["half"] == half for item in items) for half in ("tune", "heldout")}
+        third_items = [item for item in third if item["capability"] == name]
+        third_right = 0
+        for item in third_items:
+            result = routed(item["query"])
+            if correct(name, result.chosen):
+                third_right += 1
+            elif args.show_misses:
+                top = ", ".join(f"{s.capability.name} {s.score:.2f}" for s in result.ranked[:3])
+                chosen = result.chosen.name if result.chosen else "clarification"
+                print(f"  [held-out 3] {name}: {item['query']!r} -> {chosen} ({top})")
+        third_total = [third_total[0] + third_right, third_total[1] + len(third_items)]
         blind_counts = blind_tally([item for item in blind if item["capability"] == name], routed)
         blind_total = [a + b for a, b in zip(blind_total, blind_counts, strict=True)]
         counts["right"] += sum(right.values())
@@ -181,6 +198,7 @@ def main() -> None:
                 f"{100 * clarified / len(items):.1f} %",
                 wrong,
                 via_get or "",
+                f"{third_right}/{len(third_items)}",
                 blind_cell(blind_counts),
             ]
         )
@@ -196,6 +214,7 @@ def main() -> None:
             f"{100 * counts['clarified'] / total:.1f} %",
             counts["wrong"],
             counts["via_get"] or "",
+            f"{third_total[0]}/{third_total[1]} ({100 * third_total[0] / max(third_total[1], 1):.1f} %)",
             blind_cell(blind_total),
         ]
     )
@@ -214,6 +233,7 @@ def main() -> None:
             "clarified",
             "wrong",
             "via get_<model>",
+            "held-out 3",
             "held-out 2 (blind)",
         ],
         rows,
