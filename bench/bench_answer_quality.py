@@ -8,7 +8,8 @@ more, written later from the content alone and never tuned against: the two colu
 who had not seen the answering code nor any answer it gave, from the demo fixtures alone (at most two questions per
 page, many worded unlike their page), avoiding the facts of both other sets; its misses are never printed, so it stays
 blind. ``bench/data/answer_quality_heldout3.json`` holds 40 more written the same way (no code, no answers seen),
-but as development data: its misses are printed and were read. Each
+but as development data: its misses are printed and were read; ``bench/data/answer_quality_heldout4.json`` 40 more,
+worded unlike their pages on purpose (everyday words for the page's own), development data too. Each
 question goes to ``POST /agent/converse`` (``content_search``, ``text/answer``, the configured answer backend:
 extractive by default) through the Django WSGI handler, on a fresh database holding the demo content, indexed by
 the app. Reported:
@@ -43,6 +44,9 @@ HELD_OUT_2 = HERE / "data" / "answer_quality_heldout2.json"
 #: Written later as development data, from the content alone without seeing the code or any answer; its misses were
 #: read, so it is development data like the first two.
 HELD_OUT_3 = HERE / "data" / "answer_quality_heldout3.json"
+#: 40 more, worded unlike their pages (everyday words for the page's own, details from the middle of the text), as
+#: development data too.
+HELD_OUT_4 = HERE / "data" / "answer_quality_heldout4.json"
 BLIND = "held-out 2 (blind)"
 LEAD_WORDS = 40
 
@@ -134,6 +138,7 @@ def main() -> None:
         "tuning": json.loads(QUESTIONS.read_text()),
         "held-out": json.loads(HELD_OUT.read_text()),
         "held-out 3": json.loads(HELD_OUT_3.read_text()),
+        "held-out 4": json.loads(HELD_OUT_4.read_text()),
     }
     if not args.development_only:
         sets[BLIND] = json.loads(HELD_OUT_2.read_text())

@@ -191,3 +191,19 @@ def test_streamed_and_listed_results_come_in_the_order_of_the_answered_ones(clie
     assert [result["url"] for result in streamed["results"]] == urls
     _, listed = post(client, "/ask", {"query": {"text": CTC}, "prefer": {"mode": "list"}})  # no answer wanted
     assert [result["url"] for result in listed["results"]] == urls  # the same sources, in the same order
+
+
+def test_a_sentence_is_said_once_even_when_a_page_repeats_it_with_more():
+    # A video's description opens its page ("2 min video." read with the sentence after it) and is repeated in
+    # its body: two candidates holding the same sentence, which the answer says once.
+    summary = (
+        "2 min video. A quick vertical video for your phone: the easiest way to make iced tea that's never bitter."
+    )
+    body = (
+        "A quick vertical video for your phone: the easiest way to make iced tea that's never bitter. "
+        "Weigh 10 g of loose tea per 1 litre of cold water."
+    )
+    passages = [Passage(1, summary, "Cold Brew Iced Tea"), Passage(1, body, "Cold Brew Iced Tea")]
+    text, _ = answer("Which phone video shows iced tea?", passages, 60)
+    assert text.count("A quick vertical video") == 1, text
+    assert "Weigh 10 g" in text  # the room the repeat took goes to the page's next sentence

@@ -366,6 +366,13 @@ def following(lead: Unit, every: list[Unit]) -> Unit | None:
     return None
 
 
+def repeats(unit: Unit, chosen: Sequence[Unit]) -> bool:
+    """Whether ``unit`` says again what a chosen unit says, or says it with more: a page's summary repeated in its
+    body ("A quick vertical video ..." and "2 min video. A quick vertical video ..." are two candidates, not one)."""
+    said = key(unit.text)
+    return any(said in key(other.text) or key(other.text) in said for other in chosen)
+
+
 def key(text: str) -> str:
     """``text`` reduced to its words, to recognise a sentence repeated with other punctuation or markup."""
     return " ".join(WORD.findall(text.lower()))
@@ -456,7 +463,7 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
     for value, _, unit in scored[1:]:
         if len(chosen) >= 3 or value <= 0:
             break
-        if unit in chosen or words + unit.words > budget:
+        if words + unit.words > budget or repeats(unit, chosen):
             continue
         chosen.append(unit)
         words += unit.words
