@@ -4,7 +4,7 @@
 products, each with the fact a correct answer must state (a regular expression: "8 ?%", "1849") and the
 pages that state it; the answering code was tuned on them. ``bench/data/answer_quality_heldout.json`` holds 30
 more, written later from the content alone and never tuned against: the two columns of the table.
-``bench/data/answer_quality_heldout2.json`` holds 40 more, the third column "held-out 2 (blind)": written by someone
+``bench/data/answer_quality_heldout2.json`` holds 40 more, the column "held-out 2 (blind)": written by someone
 who had not seen the answering code nor any answer it gave, from the demo fixtures alone (at most two questions per
 page, many worded unlike their page), avoiding the facts of both other sets; its misses are never printed, so it stays
 blind. ``bench/data/answer_quality_heldout3.json`` holds 40 more written the same way (no code, no answers seen),

@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from agent_handshake.concierge.answering import lead_source_first
 from agent_handshake.concierge.backends import GeneratedAnswer
-from agent_handshake.concierge.extractive import Passage, answer, terms, units_of
+from agent_handshake.concierge.extractive import Passage, Unit, answer, repeats, terms, units_of
 from agent_handshake.retrieval.hybrid import DocumentHit
 from tests.test_converse import ask, llm_settings
 
@@ -207,3 +207,14 @@ def test_a_sentence_is_said_once_even_when_a_page_repeats_it_with_more():
     text, _ = answer("Which phone video shows iced tea?", passages, 60)
     assert text.count("A quick vertical video") == 1, text
     assert "Weigh 10 g" in text  # the room the repeat took goes to the page's next sentence
+
+
+def test_a_short_item_or_a_word_inside_another_is_not_a_repeat():
+    said = [Unit("An evergreen tea plant gives green leaves, and we use 3 g per cup of water.", 2, 1, 0)]
+    # Words are compared whole: "green tea leaves picked young" is not in "evergreen tea ...".
+    assert not repeats(Unit("Green tea leaves picked young.", 1, 0, 0), said)
+    # A short list item is its own unit, whatever longer sentence also holds its words ...
+    assert not repeats(Unit("Per cup.", 1, 0, 1), said)
+    # ... while a sentence said again inside a longer one, or the same sentence, is a repeat.
+    assert repeats(Unit("We use 3 g per cup of water.", 1, 0, 2), said)
+    assert repeats(Unit("An evergreen tea plant gives green leaves, and we use 3 g per cup of water!", 3, 2, 0), said)

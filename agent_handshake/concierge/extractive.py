@@ -111,9 +111,6 @@ DEGREE = frozenset(
 #: "What time", "which year", "what date": the word after "what" or "which" says what kind of answer is wanted (a clock
 #: time, a year, a date: see :data:`ASKS`), not what the question is about.
 WHAT = re.compile(r"\b(?:what|which)\s+(times?|years?|dates?)\b")
-#: "What does zisha mean?", "what is it called", "what does CTC stand for": words that ask for a definition or a
-#: name, not what the question is about (a page defining "zisha" need not say "mean").
-DEFINING = re.compile(r"\b(means?|meaning|called|definition|define[sd]?|stands?\s+for)\b", re.IGNORECASE)
 MIN_WORDS, MAX_WORDS = 4, 45
 #: How much a question word in a unit's passage (its section), but not in the unit, counts for the unit: a list item
 #: under "ISO 3103 ... It specifies:" is about ISO 3103 (measured on the development sets: 0.2 of its weight).
@@ -306,11 +303,6 @@ def wanted_kinds(question: str) -> list[re.Pattern[str]]:
     return kinds
 
 
-def subject(question: str) -> str:
-    """``question`` without the words asking for a definition or a name (:data:`DEFINING`): what it is about."""
-    return DEFINING.sub(" ", question)
-
-
 def question_terms(question: str) -> set[str]:
     """The content words of ``question`` that say what it is about, as stems: not the words saying what kind of
     answer is wanted ("how long", "how hot", "what time") nor the vague ones (:data:`NOT_ABOUT`)."""
@@ -361,16 +353,31 @@ def following(lead: Unit, every: list[Unit]) -> Unit | None:
     for passage, position in places:
         after = sorted((u for u in every if u.passage == passage and u.position > position), key=lambda u: u.position)
         for unit in after:
-            if key(unit.text) not in said:  # a sentence the lead already holds (a repeated summary) is skipped
+            if not holds(said, key(unit.text)):  # a sentence the lead already holds (a repeated summary) is skipped
                 return unit
     return None
 
 
+def holds(whole: str, part: str) -> bool:
+    """Whether the words ``part`` (a :func:`key`) stand in ``whole`` as whole words ("green tea" is not in "evergreen
+    tea")."""
+    return f" {part} " in f" {whole} "
+
+
 def repeats(unit: Unit, chosen: Sequence[Unit]) -> bool:
     """Whether ``unit`` says again what a chosen unit says, or says it with more: a page's summary repeated in its
-    body ("A quick vertical video ..." and "2 min video. A quick vertical video ..." are two candidates, not one)."""
+    body ("A quick vertical video ..." and "2 min video. A quick vertical video ..." are two candidates, not one).
+    A sentence of fewer than ``MIN_WORDS`` words inside a longer one is not a repeat ("Per cup." is a list item of
+    its own, whatever sentence also says "per cup")."""
     said = key(unit.text)
-    return any(said in key(other.text) or key(other.text) in said for other in chosen)
+    for other in chosen:
+        their = key(other.text)
+        if said == their:
+            return True
+        shorter, longer = sorted((said, their), key=len)
+        if len(shorter.split()) >= MIN_WORDS and holds(longer, shorter):
+            return True
+    return False
 
 
 def key(text: str) -> str:
