@@ -554,9 +554,46 @@ def test_contact_gives_the_profiles_details_and_opening_hours(client, demo):
     assert "desk@example.com" in answer
     assert "shop Tuesday to Saturday, 10:00-17:00" in answer
     assert "phone line weekdays 9:00-12:00" in answer
-    assert body["response"]["payload"]["data"]["operating_hours"] == {
-        "shop": "Tuesday to Saturday, 10:00-17:00",
-        "phone line": "weekdays 9:00-12:00",
+    # As data, in schema.org's terms: the business, and a ContactPoint with the hours it is available.
+    payload = body["response"]["payload"]
+    assert payload["schema"] == "https://schema.org/Organization"
+    assert payload["data"] == {
+        "@context": "https://schema.org/",
+        "@type": "Organization",
+        "name": "Lantern & Kettle",
+        "contactPoint": {
+            "@type": "ContactPoint",
+            "email": "desk@example.com",
+            "hoursAvailable": [
+                {
+                    "@type": "OpeningHoursSpecification",
+                    "name": "shop",
+                    "description": "Tuesday to Saturday, 10:00-17:00",
+                },
+                {"@type": "OpeningHoursSpecification", "name": "phone line", "description": "weekdays 9:00-12:00"},
+            ],
+        },
+    }
+
+
+def test_contact_data_names_the_business_by_its_schema_type_with_its_address_and_phone(client, demo):
+    SiteProfile.objects.create(
+        name="Lantern & Kettle",
+        schema_type="https://schema.org/Store",
+        contact_phone="+1 503 555 0100",
+        contact_url="https://example.com/contact/",
+        postal_address="1187 SE Division St, Portland, OR 97202",
+    )
+    _, body = ask(client, "How do I reach you?", capability="contact", context={"accept_types": ["application/data"]})
+    payload = body["response"]["payload"]
+    assert payload["schema"] == "https://schema.org/Store"
+    data = payload["data"]
+    assert data["@type"] == "Store"
+    assert data["address"] == "1187 SE Division St, Portland, OR 97202"
+    assert data["contactPoint"] == {
+        "@type": "ContactPoint",
+        "telephone": "+1 503 555 0100",
+        "url": "https://example.com/contact/",
     }
 
 

@@ -27,7 +27,7 @@ from ..models import Document
 from ..registry import Capability, NotRegistered, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
 from .backends import CITATION, Evidence, GeneratedAnswer, clean_answer, get_answer_backend
-from .extractive import subject, terms
+from .extractive import terms
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 #: How far above the relevance floor a best match is still weak. With all-MiniLM-L6-v2 (floor 0.34) the demo's
@@ -241,8 +241,7 @@ class ContentConcierge:
         embedding model's measured floor) similar to it: rank fusion cannot tell (the best of unrelated passages is
         still ranked first); the embedding's cosine similarity can. Two things the embedding misses are kept
         below the floor: a passage holding every word of the query (a SKU such as "LK-TEA-0001", a product
-        name: to a sentence embedding, a code is noise; a definition asked for, "What does zisha mean?", needs the
-        page to hold the term, not "mean"), and an ``application/feed`` listing ("latest videos"
+        name: to a sentence embedding, a code is noise), and an ``application/feed`` listing ("latest videos"
         asks for items, and is like no passage). Without vector scores (no embeddings yet) the hits are kept."""
         if not hits:
             return False
@@ -252,7 +251,7 @@ class ContentConcierge:
         if ctx.content_type == "application/feed":
             return True
         matched = [p.passage.pk for hit in hits for p in hit.passages if p.text_rank is not None]
-        return self.retriever.holds_every_word(subject(ctx.query), matched)
+        return self.retriever.holds_every_word(ctx.query, matched)
 
     def clarification(self, ctx: ConverseContext, hits: list[DocumentHit]) -> Clarification | None:
         """Ask which kind of content is meant when a bare topic's best results are split across kinds.
@@ -410,20 +409,47 @@ def content_answer(ctx: ConverseContext) -> Steps:
     return (yield from ContentConcierge().handle(ctx))
 
 
+SCHEMA_ORG = "https://schema.org/"
+
+
+def organization(snapshot: state.Snapshot) -> dict[str, Any]:
+    """The profile's contact details in schema.org's terms: the business (``schema_type``, a schema.org type such as
+    Store, or Organization), its ``address``, and a ``contactPoint`` with ``email``, ``telephone``, the contact
+    page's ``url`` and the opening hours as ``hoursAvailable`` (one OpeningHoursSpecification per labelled line, the
+    hours in words as its ``description``)."""
+    kind = snapshot.schema_type.removeprefix(SCHEMA_ORG).removeprefix("http://schema.org/").strip("/")
+    data: dict[str, Any] = {"@context": SCHEMA_ORG, "@type": kind if kind.isalnum() else "Organization"}
+    if snapshot.name:
+        data["name"] = snapshot.name
+    if address := snapshot.contact.get("address"):
+        data["address"] = address
+    point: dict[str, Any] = {"@type": "ContactPoint"}
+    for ours, theirs in (("email", "email"), ("phone", "telephone"), ("url", "url")):
+        if value := snapshot.contact.get(ours):
+            point[theirs] = value
+    if snapshot.hours:
+        point["hoursAvailable"] = [
+            {"@type": "OpeningHoursSpecification", "name": label, "description": text}
+            for label, text in snapshot.hours.items()
+        ]
+    if len(point) > 1:
+        data["contactPoint"] = point
+    return data
+
+
 def contact(ctx: ConverseContext) -> Reply:
-    """The ``contact`` capability: the profile's contact details, and its opening hours when it has them, as
-    application/data."""
+    """The ``contact`` capability: the profile's contact details, and its opening hours when it has them; as
+    application/data, in schema.org's terms (:func:`organization`)."""
     snapshot = state.snapshot()
-    data: dict[str, Any] = {"name": snapshot.name, **snapshot.contact}
     lines = [f"{key}: {value}" for key, value in snapshot.contact.items()]
     if snapshot.hours:
-        data["operating_hours"] = dict(snapshot.hours)
         hours = [text if label == "hours" else f"{label} {text}" for label, text in snapshot.hours.items()]
         lines.append("opening hours: " + ", ".join(hours))
+    data = organization(snapshot)
     return Reply(
         answer=f"You can reach {snapshot.name or 'the site owner'} by " + "; ".join(lines) + ".",
         content_type=ctx.content_type,
-        payload={"schema": "https://schema.org/ContactPoint", "data": data}
+        payload={"schema": SCHEMA_ORG + data["@type"], "data": data}
         if ctx.content_type == "application/data"
         else None,
         content_signals=dict(snapshot.site_signals),
