@@ -218,3 +218,14 @@ def test_a_short_item_or_a_word_inside_another_is_not_a_repeat():
     # ... while a sentence said again inside a longer one, or the same sentence, is a repeat.
     assert repeats(Unit("We use 3 g per cup of water.", 1, 0, 2), said)
     assert repeats(Unit("An evergreen tea plant gives green leaves, and we use 3 g per cup of water!", 3, 2, 0), said)
+
+
+def test_the_sentence_after_the_lead_is_skipped_when_the_lead_already_says_it():
+    passage = Passage(
+        1,
+        "Gyokuro is shaded for three weeks before the harvest in May. Shaded for three weeks before the harvest. "
+        "The shade raises its L-theanine and lowers its catechins.",
+        "Why gyokuro is shaded",
+    )
+    text, _ = answer("How long is gyokuro shaded before the harvest in May?", [passage], 60)
+    assert text.startswith("Gyokuro is shaded for three weeks before the harvest in May. The shade raises"), text

@@ -348,12 +348,11 @@ def score(
 def following(lead: Unit, every: list[Unit]) -> Unit | None:
     """The unit after ``lead`` in its source's text: in its own passage, or in an overlapping one of the same
     source that holds the same sentence (a chunk boundary may fall right after it)."""
-    said = key(lead.text)
     places = [(u.passage, u.position) for u in every if u.source == lead.source and u.text == lead.text]
     for passage, position in places:
         after = sorted((u for u in every if u.passage == passage and u.position > position), key=lambda u: u.position)
         for unit in after:
-            if not holds(said, key(unit.text)):  # a sentence the lead already holds (a repeated summary) is skipped
+            if not repeats(unit, [lead]):  # a sentence the lead already says (a repeated summary) is skipped
                 return unit
     return None
 
