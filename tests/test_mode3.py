@@ -539,6 +539,31 @@ def test_non_finite_numbers_in_the_input_are_a_400_not_a_500(client, name, numbe
     assert not Job.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_an_accepted_job_is_a_202_when_the_broker_is_down(client, settings):
+    """The job's row is committed before its message is sent: a broker that cannot take the message must not turn
+    the accepted job into a 500 (an agent would retry and start it twice); recovery sends the message later."""
+    from agent_handshake.concierge import jobs
+
+    _, secret = issue()
+    queue = settings.QUEUE_DIR  # the filesystem broker's folder: without it, publishing fails
+    away = queue.with_name(queue.name + "-away")
+    queue.rename(away)
+    try:
+        response = converse(
+            client,
+            {"capability": "compile_report", "query": "report", "context": {"input": {"topic": "tea"}}},
+            **bearer(secret),
+        )
+    finally:
+        away.rename(queue)
+    assert response.status_code == 202, response.content
+    job = Job.objects.get(pk=response.json()["session_id"])
+    assert job.status == "queued"
+    later = timezone.now() + datetime.timedelta(seconds=3600)
+    assert jobs.recover(later)["requeued"] == 1
+
+
 def test_signed_poll(client):
     _, secret = issue()
     accepted = converse(client, {"capability": "escalate_to_human", "query": "hello"}, **bearer(secret)).json()

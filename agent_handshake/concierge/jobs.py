@@ -47,16 +47,26 @@ Status = Job.Status
 ACTIVE = [Status.QUEUED, Status.RUNNING]
 
 
+# Both run after the job's row is committed: a broker that cannot take the message must not fail the request (an
+# agent told "500" about a job it was in fact given would start it again); the row stays, and recover() sends it.
+
+
 def _enqueue(job_id: str, countdown: float | None = None) -> None:
     from ..tasks import run_job
 
-    run_job.apply_async((job_id,), countdown=countdown)
+    try:
+        run_job.apply_async((job_id,), countdown=countdown)
+    except Exception:
+        logger.exception("Job %s: the broker did not take its message; recovery will send it again", job_id)
 
 
 def _enqueue_callback(job_id: str, countdown: float | None = None) -> None:
     from ..tasks import deliver_callback
 
-    deliver_callback.apply_async((job_id,), countdown=countdown)
+    try:
+        deliver_callback.apply_async((job_id,), countdown=countdown)
+    except Exception:
+        logger.exception("Job %s: the broker did not take its callback; recovery will send it again", job_id)
 
 
 def accept(
