@@ -258,6 +258,14 @@ def test_origin_must_be_one_of_the_sites_hosts(client):
     assert body["result"] == {}
 
 
+def test_an_origin_that_is_not_a_url_is_refused_not_a_500(client):
+    """An Origin urlsplit cannot read (an unclosed IPv6 bracket) is invalid: 403 (the transport's MUST), not 500."""
+    for origin in ("http://[::1", "http://[", "https://[::1/x"):
+        response, body = rpc(client, "ping", HTTP_ORIGIN=origin)
+        assert response.status_code == 403, origin
+        assert body["error"]["data"]["code"] == "origin_refused"
+
+
 def test_origin_check_holds_when_allowed_hosts_is_a_wildcard(client):
     """ALLOWED_HOSTS = ["*"] lets any Host through, so a DNS-rebinding page would pass a Host-based check: the
     Origin must then be BASE_URL's or one of MCP_ALLOWED_ORIGINS."""
@@ -443,6 +451,19 @@ def test_resources_list_every_document_page_by_page(client, demo_content, monkey
     assert pages == -(-len(documents) // 7)
     _, body = rpc(client, "resources/list", {"cursor": "not-ours"})
     assert body["error"]["code"] == -32602
+
+
+def test_a_cursor_or_uri_that_does_not_parse_is_a_json_rpc_error(client, demo_content):
+    """A cursor of deeply nested JSON made the decoder recurse (RecursionError) and a URI with an unclosed IPv6
+    bracket made urlsplit raise: both were 500s."""
+    deep = base64.urlsafe_b64encode(b"[" * 3000).decode()
+    response, body = rpc(client, "resources/list", {"cursor": deep})
+    assert response.status_code == 200
+    assert body["error"]["code"] == -32602
+    for uri in ("http://[::1/x", "http://[/llms.txt"):
+        response, body = rpc(client, "resources/read", {"uri": uri})
+        assert response.status_code == 200
+        assert body["error"] == {"code": -32002, "message": "Resource not found", "data": {"uri": uri}}
 
 
 def test_resources_read_serves_the_sites_own_markdown(client, demo_content):

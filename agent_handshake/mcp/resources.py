@@ -36,7 +36,7 @@ def _after(cursor: Any) -> int:
         return 0
     try:
         after = json.loads(base64.urlsafe_b64decode(str(cursor).encode()))["after"]
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError, RecursionError):
         after = None
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise RpcError(INVALID_PARAMS, "params.cursor is not a cursor this server gave.")
@@ -94,7 +94,10 @@ def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
 
 
 def _text(uri: str, base: str) -> str | None:
-    parts, site = urlsplit(uri), urlsplit(base)
+    try:
+        parts, site = urlsplit(uri), urlsplit(base)
+    except ValueError:  # not a URL (an unclosed IPv6 bracket): not one of ours
+        return None
     if parts.scheme not in ("http", "https") or parts.netloc.lower() != site.netloc.lower():
         return None  # not this site's: never fetched
     path = parts.path

@@ -55,12 +55,12 @@ def challenge(request: HttpRequest) -> str:
 
 def origin_of(url: str) -> str:
     """``scheme://host[:port]``, lower-cased, with the scheme's default port left out."""
-    parts = urlsplit(url.strip().lower())
-    default = {"http": 80, "https": 443}.get(parts.scheme)
     try:
+        parts = urlsplit(url.strip().lower())  # an unclosed IPv6 bracket raises here
         port = parts.port
     except ValueError:
         return ""
+    default = {"http": 80, "https": 443}.get(parts.scheme)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
