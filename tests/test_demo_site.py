@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -74,3 +75,64 @@ def test_demo_markdown_versions(client, demo):
     product = Product.objects.filter(is_active=True).first()
     text = client.get(product.get_absolute_url(), headers={"Accept": "text/markdown"}).content.decode()
     assert f"SKU {product.sku}" in text
+
+
+# --- the demo's capabilities read products named in a request's own words -----------------------------------------
+
+
+def ask(client, capability, query):
+    body = {"capability": capability, "query": query, "context": {"accept_types": ["application/data"]}}
+    return client.post("/agent/converse", json.dumps(body), content_type="application/json").json()
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("Is the Tokoname kyusu in stock?", "Tokoname Red Clay Kyusu, 260 ml"),  # two words, one only its own
+        ("is Dew of Yame still available", "Dew of Yame Gyokuro"),
+        ("Is the gaiwan available?", "White Porcelain Gaiwan, 110 ml"),  # the name's last word, no other's
+        ("Is the hōjicha in stock?", "Kyoto Hojicha"),  # accents
+        ("Do you still have the Dong Ding Oolong, Charcoal Roasted?", "Dong Ding Oolong, Charcoal Roasted"),
+    ],
+)
+def test_inventory_finds_a_product_named_in_part(client, demo, query, name):
+    product = Product.objects.get(name=name)
+    body = ask(client, "check_inventory", query)
+    assert body["status"] == "success", body
+    assert (body["response"]["payload"]["data"]["sku"], body["response"]["payload"]["data"]["stock"]) == (
+        product.sku,
+        product.stock,
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Do you have tea in stock?",  # "tea" names no product
+        "Is the darjeeling flush in stock?",  # two Darjeelings share both words: which is not guessed
+        "Do you have white tea?",  # "white" is one product's word, but not its last, and alone
+        "Can Lantern & Kettle check the oolong stock?",  # the shop's name is not the Lantern or Kettle blend
+    ],
+)
+def test_inventory_asks_when_no_one_product_is_named(client, demo, query):
+    body = ask(client, "check_inventory", query)
+    assert body["status"] == "clarification_needed", body
+    assert "product" in body["clarification"]["question"]
+
+
+def test_quote_reads_quantities_before_product_names(client, demo):
+    body = ask(
+        client,
+        "custom_quote",
+        "Could you price 4 Dew of Yame Gyokuro, 2 Takayama chasen and 3 tea caddies? "
+        "Also 4 Tokoname Red Clay Kyusu, 260 ml.",
+    )
+    assert body["status"] == "success", body
+    lines = [(line["name"], line["quantity"]) for line in body["response"]["payload"]["data"]["lines"]]
+    assert lines == [
+        ("Dew of Yame Gyokuro", 4),
+        ("Takayama Bamboo Chasen, 80 Tines", 2),
+        ("Washi-Wrapped Tea Caddy, 150 g", 3),
+        ("Tokoname Red Clay Kyusu, 260 ml", 4),  # "260 ml" is part of the name, not a line of 260
+    ]
+    assert ask(client, "custom_quote", "How much would 20 tins cost?")["status"] == "clarification_needed"

@@ -1,6 +1,7 @@
 import datetime
 import re
 import secrets
+import unicodedata
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.db import IntegrityError, transaction
@@ -57,18 +58,62 @@ ORDER_NUMBER = r"LK-\d{5}"
 MONEY = {"type": "string", "pattern": r"^\d+\.\d{2}$"}
 
 
-def _product_named(text: str) -> str | None:
-    """The one product whose SKU or full name the text contains (the longest name wins: "Gyokuro Gift Set")."""
-    skus = set(re.findall(SKU, text))
+#: Words of product names that name no product in particular: "Do you have tea?" is no product's name.
+GENERIC_WORDS = frozenset({"tea", "teas", "the", "of", "and", "with", "ml", "g", "l", "pieces", "tines"})
+NAME_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+#: The shop's own name: its words ("Lantern", "Kettle") also start two products' names.
+SHOP_NAME = re.compile(r"\blantern\s*(?:&|and)\s*kettle\b", re.IGNORECASE)
+
+
+def _name_words(text: str) -> list[str]:
+    """Lower-cased words without accents, in the singular ("whisks", "caddies"), numbers left out."""
+    plain = unicodedata.normalize("NFKD", text.lower()).encode("ascii", "ignore").decode()
+    return [_singular(word) for word in NAME_WORD.findall(plain) if not word.isdigit()]
+
+
+def _singular(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"  # "caddies"
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _product_in(text: str, products: list[Product]) -> Product | None:
+    """The one product ``text`` names: by SKU, by its whole name (the longest wins: "Gyokuro Gift Set"), or by part
+    of it ("the Tokoname kyusu", "Dew of Yame", "the gaiwan"): the name's last word ("kyusu", before any comma:
+    "Tokoname Red Clay Kyusu, 260 ml"), or two of its words, when no other product's name has that word (one of
+    the two); the product sharing most words wins, and a tie ("darjeeling flush": two Darjeelings) names none."""
+    skus = {sku.upper() for sku in re.findall(SKU, text, re.IGNORECASE)}
     if len(skus) == 1:
-        return skus.pop()
+        sku = skus.pop()
+        return next((product for product in products if product.sku == sku), None)
     lowered = text.lower()
-    names = [
-        name
-        for name in Product.objects.filter(is_active=True).values_list("name", flat=True)
-        if name.lower() in lowered
-    ]
-    return max(names, key=len) if names else None
+    named = [product for product in products if product.name.lower() in lowered]
+    if named:
+        return max(named, key=lambda product: len(product.name))
+    asked = set(_name_words(SHOP_NAME.sub(" ", text))) - GENERIC_WORDS
+    words = {product.pk: set(_name_words(product.name)) - GENERIC_WORDS for product in products}
+    owners: dict[str, int] = {}
+    for bag in words.values():
+        for word in bag:
+            owners[word] = owners.get(word, 0) + 1
+    scored = []
+    for product in products:
+        shared = asked & words[product.pk]
+        own = {word for word in shared if owners[word] == 1}
+        head = _name_words(product.name.split(",")[0])[-1:]
+        if own and (len(shared) >= 2 or own & set(head)):
+            scored.append((len(shared), product))
+    if not scored:
+        return None
+    best = max(count for count, _ in scored)
+    winners = [product for count, product in scored if count == best]
+    return winners[0] if len(winners) == 1 else None
+
+
+def _product_named(text: str) -> str | None:
+    """The name of the one product ``text`` names (:func:`_product_in`), or None."""
+    product = _product_in(text, list(Product.objects.filter(is_active=True)))
+    return product.name if product else None
 
 
 def _find_product(reference: str) -> Product:
@@ -214,14 +259,27 @@ def order_status(invocation: Invocation) -> Outcome:
 
 
 QUOTE_LINE = re.compile(rf"(\d+)\s*(?:x|×|of|pcs?)?\s*({SKU})|({SKU})\s*(?:x|×)\s*(\d+)", re.I)
+#: A quantity before a product's name: "15 Kettle Chai Masala Blend", "4 x Dew of Yame", "12 tins of sencha".
+QUANTITY = re.compile(r"(?<![\w.,-])(\d{1,3})\s*(?:x\s*|×\s*)?(?=[^\W\d_])", re.I)
 CENT = Decimal("0.01")
 
 
 def _quote_lines(text: str) -> dict:
+    """The lines of a quote request: "12 x LK-TEA-0001", or a quantity before each product's name or part of it
+    ("4 Dew of Yame Gyokuro, 4 Uji Ceremonial Matcha and 4 Takayama chasen")."""
     lines = []
     for match in QUOTE_LINE.finditer(text):
         quantity, sku = (match.group(1), match.group(2)) if match.group(2) else (match.group(4), match.group(3))
         lines.append({"sku": sku.upper(), "quantity": int(quantity)})
+    if lines:
+        return {"items": lines}
+    products = list(Product.objects.filter(is_active=True))
+    starts = list(QUANTITY.finditer(text))
+    for index, match in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(text)
+        product = _product_in(text[match.end() : end], products)
+        if product is not None and int(match.group(1)) > 0:
+            lines.append({"sku": product.sku, "quantity": int(match.group(1))})
     return {"items": lines} if lines else {}
 
 
