@@ -147,6 +147,7 @@ def test_a_bearer_credential_that_is_no_session_or_has_expired_is_refused(client
         ({"challenge": "not base64url!"}, 400, "invalid_request", "challenge"),
         ({"timestamp": int(time.time()) - 3600}, 401, "stale_timestamp", "timestamp"),
         ({"timestamp": "now"}, 400, "invalid_request", "timestamp"),
+        ({"timestamp": 10**400}, 401, "stale_timestamp", "timestamp"),  # too large for a float: was a 500
         ({"capabilities": "shopping"}, 400, "invalid_request", "capabilities"),
     ],
 )

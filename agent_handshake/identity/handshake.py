@@ -100,7 +100,8 @@ def begin(hello: Hello) -> Answer:
     if len(hello.challenge) != dids.CHALLENGE_BYTES:
         raise HandshakeRefused("invalid_challenge", "challenge must be 32 random bytes.", field="challenge")
     skew = app_settings.SIGNATURE_MAX_SKEW
-    if hello.timestamp is not None and abs(time.time() - hello.timestamp) > skew:
+    # In integer nanoseconds: a JSON integer may be too large for a float (OverflowError, a 500).
+    if hello.timestamp is not None and abs(time.time_ns() - hello.timestamp * 1_000_000_000) > skew * 1_000_000_000:
         raise HandshakeRefused(
             "stale_timestamp", f"timestamp is more than {skew} seconds from the server's clock.", field="timestamp"
         )
