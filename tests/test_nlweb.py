@@ -285,6 +285,24 @@ def test_bad_input_is_a_failure_with_a_4xx(client, demo, body, status, code, fie
         assert field in failure["error"]["details"]["fields"]
 
 
+@pytest.mark.parametrize("price", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
+def test_a_price_that_is_not_a_finite_number_is_a_failure_not_a_500(client, demo, price):
+    """Python's JSON parser reads NaN, Infinity and 1e400 (inf); as a price bound they reached the database's
+    decimal lookup, which raised (a 500)."""
+    response, failure = post(client, "/ask", b'{"query": {"text": "green tea", "price": ' + price + b"}}")
+    assert response.status_code == 400, failure
+    assert failure["error"]["code"] == "INVALID_PARAMETER"
+    assert failure["error"]["details"]["fields"] == ["query.price"]
+
+
+def test_the_last_day_there_is_can_be_asked_for(client, demo):
+    """datePublished 9999-12-31: the day after it does not exist (an OverflowError, a 500); it has no upper bound."""
+    response, answer = ask(client, "tea", query={"datePublished": "9999-12-31"})
+    assert response.status_code == 200, answer
+    assert answer["_meta"]["response_type"] == "answer"
+    assert answer["results"] == []
+
+
 def test_malformed_bodies_and_methods_are_json_failures(client, demo):
     for data in (b"{not json", b"[1, 2]", b"{" * 40 + b"}" * 40, "[" * 5000):
         response, failure = post(client, "/ask", data)

@@ -123,7 +123,10 @@ def _meta(data: dict[str, Any]) -> tuple[str, str | None]:
 def parse_price(value: Any) -> PriceRange:
     """``query.price`` as a range; a number alone is an upper bound ("something for $20")."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return PriceRange(high=Decimal(str(value)))
+        price = Decimal(str(value))
+        if not price.is_finite():  # NaN, Infinity and 1e400 (inf), which Python's JSON parser reads
+            raise InvalidInput("query.price must be a finite number.", fields=["query.price"])
+        return PriceRange(high=price)
     text = value.strip().lower().replace("usd", "").strip() if isinstance(value, str) else ""
 
     def number(raw: str) -> Decimal:
@@ -165,7 +168,9 @@ def parse_ask(data: dict[str, Any]) -> Ask:
         ask.price = parse_price(query["price"])
     day = moment(query.get("datePublished"), "query.datePublished") if "datePublished" in query else None
     if day is not None:
-        ask.published_after, ask.published_before = day, day + datetime.timedelta(days=1)
+        ask.published_after = day
+        # The last day there is (9999-12-31) has no day after it: no upper bound then.
+        ask.published_before = day + datetime.timedelta(days=1) if day.date() < datetime.date.max else None
     if "datePublishedAfter" in query:
         ask.published_after = moment(query["datePublishedAfter"], "query.datePublishedAfter")
     if "datePublishedBefore" in query:
