@@ -269,6 +269,22 @@ def test_unsigned_wrongly_signed_stale_and_unverified_intents_are_refused(client
     error_of(post(client, frame(agent.intent("gyokuro water temperature"))), 403, "blocked")
 
 
+def test_a_nul_in_a_handshake_or_intent_string_is_refused_as_json(client, demo_content):
+    """Protobuf strings may hold NUL, which no text column can: refused before the database sees it (was a 500)."""
+    agent = Agent(client)
+    hello = agent.hello()
+    hello.agent_id = "proto\x00agent"
+    assert error_of(post(client, frame(hello)), 400, "invalid_request")["fields"] == ["agent_id"]
+    hello = agent.hello()
+    hello.capabilities.append("shop\x00ping")
+    assert error_of(post(client, frame(hello)), 400, "invalid_request")["fields"] == ["capabilities"]
+    second = asp_pb2.HandshakeMessage(did=agent.did + "\x00", challenge=b"\x01" * 32, challenge_response=b"\x02" * 64)
+    assert error_of(post(client, frame(second)), 400, "invalid_request")["fields"] == ["did"]
+    agent.handshake()
+    error_of(post(client, frame(agent.intent("gyokuro water temperature", did=agent.did + "\x00"))), 401,
+             "unverified_did")  # fmt: skip
+
+
 def test_the_framing_round_trips_every_message_type():
     from agent_handshake.asp import framing
 

@@ -26,7 +26,7 @@ from rest_framework.request import Request
 from ..concierge import errors, routing
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, converse
-from ..concierge.validation import unstorable
+from ..concierge.validation import UNSTORABLE_MESSAGE, unstorable
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described
 from ..identity import handshake, trust
@@ -182,6 +182,11 @@ class AgentSemanticProtocolView(FrontDoorView):
         """The first message (no ``challenge_response``) begins the handshake, the second completes it."""
         if len(message.did) > 100:
             raise errors.InvalidInput("did is longer than 100 characters.", fields=["did"])
+        # Protobuf strings may hold NUL, which no text column can (the JSON doors refuse it in their parser).
+        for name, values in (("did", [message.did]), ("agent_id", [message.agent_id]),
+                             ("capabilities", message.capabilities)):  # fmt: skip
+            if any(unstorable(value) for value in values):
+                raise errors.InvalidInput(f"{name} {UNSTORABLE_MESSAGE}", fields=[name])
         try:
             if not message.challenge_response:
                 return self.begin(request, message)
@@ -254,7 +259,7 @@ class AgentSemanticProtocolView(FrontDoorView):
                 fields=["signature"],
             )
         agents = VerifiedAgent.objects.select_related("key__client")
-        agent = agents.filter(did=intent.did).first() if intent.did else None
+        agent = agents.filter(did=intent.did).first() if intent.did and not unstorable(intent.did) else None
         if agent is None:
             raise errors.AuthRequired(
                 "The sender's DID is not a verified agent here: complete a handshake first (HandshakeMessage, 0x01).",
