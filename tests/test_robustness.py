@@ -109,6 +109,20 @@ def test_nul_in_the_job_status_path_is_a_400(client, secret):
     assert_rate_headers(response)
 
 
+
+@pytest.mark.parametrize("slash", ["%2F", "/"])
+def test_a_slash_in_an_id_gets_the_protocol_error_not_the_site_404(client, secret, slash):
+    """An id or name with a slash in it (an encoded one is decoded before routing) reaches the app's own view, which
+    answers in its protocol's JSON, instead of falling through to the site's HTML 404."""
+    status = client.get(STATUS + f"job{slash}id", headers={"Authorization": f"Bearer {secret}"})
+    assert assert_ahp_error(status, 404)["reason"] == "unknown_session"
+    assert_rate_headers(status)
+    capability = client.post(f"/capabilities/check{slash}inventory", data="{}", content_type="application/json")
+    assert_ahp_error(capability, 404, "unknown_capability")
+    template = client.get(f"/schema-templates/check{slash}inventory")
+    assert template.status_code == 404
+    assert template["Content-Type"].startswith("application/json")
+
 # --- dates ----------------------------------------------------------------------------------------------------
 
 
