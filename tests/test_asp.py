@@ -285,6 +285,27 @@ def test_a_nul_in_a_handshake_or_intent_string_is_refused_as_json(client, demo_c
              "unverified_did")  # fmt: skip
 
 
+def test_an_intent_needs_the_scope_of_the_capability_it_is_answered_by(client, demo_content, registries, settings):
+    """A question capability with a scope answers only agents whose tier (or own scopes) has it, as on AHP."""
+    import agent_handshake
+    from agent_handshake.concierge import answering
+    from agent_handshake.registry import Capability
+
+    agent_handshake.register_capability(
+        Capability(name="members_search", description="Tasting notes for members.", mode="MODE2",
+                   response_types=["text/answer"], scope="members", handler=answering.content_answer)
+    )  # fmt: skip
+    agent = Agent(client)
+    agent.handshake()
+    question = "How hot should the water be for gyokuro?"
+    error_of(post(client, frame(agent.intent(question, capabilities=["members_search"]))), 403, "forbidden")
+    tiers = [{"name": "members", "min_trust": 0.0, "rate_limits": "authenticated", "scopes": ["members"]}]
+    with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "DID_TRUST_TIERS": tiers}):
+        answer = unframe(post(client, frame(agent.intent(question, capabilities=["members_search"]))).content)
+    assert answer.accepted, answer.reason
+    assert list(answer.workflow_steps) == ["members_search"]
+
+
 def test_the_framing_round_trips_every_message_type():
     from agent_handshake.asp import framing
 

@@ -33,7 +33,8 @@ Errors are never frames (a malformed frame has no type to answer in): AHP §10 J
 "message"}``, with 400 (``frame_too_short``, ``frame_length_mismatch``, ``unknown_message_type``,
 ``invalid_payload``, ``unsupported_message_type``, ``invalid_request``), 401 (``signature_required``,
 ``signature_invalid``, ``unverified_did``, ``stale_timestamp``, ``replayed`` and the handshake's codes), 403
-``blocked``, 413 ``request_too_large``, 415 ``unsupported_media_type`` or 429.
+``blocked`` (or ``forbidden``: a question capability with a scope the agent's tier and own scopes lack, as on AHP),
+413 ``request_too_large``, 415 ``unsupported_media_type`` or 429.
 
 Interoperability vectors: ``vectors.json`` (:mod:`.vectors`). The generated module ``asp_pb2.py`` is committed;
 regenerate it (grpcio-tools) with ``make proto``::

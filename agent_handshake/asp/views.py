@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from ..concierge import errors, routing
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, converse
+from ..concierge.invocation import authorize
 from ..concierge.validation import UNSTORABLE_MESSAGE, unstorable
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described
@@ -318,6 +319,7 @@ class AgentSemanticProtocolView(FrontDoorView):
             )
             response.workflow_steps.append(capability.name)
         else:
+            authorize(capability, credentials)  # a scoped question needs its scope here too (403), as on AHP
             owner = Owner(agent.key, ratelimit.client_address(request._request))
             question = Question(capability=capability, text=text, requesting_agent=(agent.agent_id or agent.did)[:200])
             turn = converse(question, owner)
