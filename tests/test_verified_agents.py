@@ -192,6 +192,21 @@ def test_replays_wrong_signatures_and_expired_challenges_are_refused(client, db)
     assert AgentSession.objects.count() == 1
 
 
+def test_a_small_order_key_whose_signatures_anyone_can_make_is_refused(client, db):
+    p = 2**255 - 19
+    neutral = (1).to_bytes(32, "little")
+    # The neutral point, order 2 (y = p - 1), order 4 (y = 0) and the same neutral point encoded as y = p + 1.
+    for public in (neutral, (p - 1).to_bytes(32, "little"), bytes(32), (p + 1).to_bytes(32, "little")):
+        hello = {"did": PREFIX + hashlib.sha256(public).hexdigest(), "public_key": b64url(public),
+                 "challenge": b64url(secrets.token_bytes(32)), "timestamp": int(time.time())}  # fmt: skip
+        response = post(client, "/agent/handshake", hello)
+        assert response.status_code == 401, response.json()
+        assert (response.json()["code"], response.json()["fields"]) == ("invalid_key", ["public_key"])
+    assert not PendingHandshake.objects.exists()
+    # Why: with the neutral point as the key, (R, S) = (neutral, 0) is a valid signature of anything.
+    Ed25519PublicKey.from_public_bytes(neutral).verify(neutral + bytes(32), b"any message at all")
+
+
 def test_trust_moves_with_requests_and_an_operator_can_pin_or_block(client, demo_content):
     agent = Agent(client)
     agent.handshake()

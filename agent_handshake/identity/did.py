@@ -25,12 +25,25 @@ ROLES = ("initiator", "responder")
 CHALLENGE_BYTES = 32
 SIGNATURE_BYTES = 64
 
-__all__ = ["DID_PREFIX", "challenge_payload", "did_of", "matches_key", "verify"]
+__all__ = ["DID_PREFIX", "challenge_payload", "did_of", "matches_key", "small_order", "verify"]
+
+_P = 2**255 - 19
+#: The y coordinates (mod p) of the eight points of small order: 1 (the neutral point), p - 1 (order 2), 0 (order 4)
+#: and the two of order 8 (libsodium's blocklist, ``has_small_order``).
+_ORDER_8_Y = 2707385501144840649318225287225658788936804267575313519463743609750303402022
+SMALL_ORDER_Y = frozenset({0, 1, _P - 1, _ORDER_8_Y, _P - _ORDER_8_Y})
 
 
 def matches_key(did: str, public_key: bytes) -> bool:
     """Whether ``did`` is the DID of the 32-byte Ed25519 ``public_key``."""
     return len(public_key) == 32 and did == DID_PREFIX + hashlib.sha256(public_key).hexdigest()
+
+
+def small_order(public_key: bytes) -> bool:
+    """Whether the 32-byte ``public_key`` encodes a point of small order: for such a key, signatures anyone can make
+    verify (with the neutral point, R = the neutral point and S = 0 verify for every message), so it proves nothing."""
+    y = int.from_bytes(public_key, "little") & ((1 << 255) - 1)  # the top bit is the sign of x
+    return y % _P in SMALL_ORDER_Y
 
 
 def challenge_payload(role: str, signer_did: str, peer_did: str, challenge: bytes) -> bytes:

@@ -81,6 +81,10 @@ class Session:
 def check_binding(did: str, public_key: bytes) -> None:
     if len(public_key) != 32:
         raise HandshakeRefused("invalid_key", "public_key must be a 32-byte Ed25519 key.", field="public_key")
+    if dids.small_order(public_key):
+        raise HandshakeRefused(
+            "invalid_key", "public_key is a point of small order, whose signatures anyone can make.", field="public_key"
+        )
     if not dids.matches_key(did, public_key):
         raise HandshakeRefused(
             "did_mismatch",
