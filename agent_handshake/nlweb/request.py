@@ -127,7 +127,8 @@ def parse_price(value: Any) -> PriceRange:
         if not price.is_finite():  # NaN, Infinity and 1e400 (inf), which Python's JSON parser reads
             raise InvalidInput("query.price must be a finite number.", fields=["query.price"])
         return PriceRange(high=price)
-    text = value.strip().lower().replace("usd", "").strip() if isinstance(value, str) else ""
+    # Longer than any constraint: refused before the patterns, which backtrack quadratically over runs of spaces.
+    text = value.strip().lower().replace("usd", "").strip() if isinstance(value, str) and len(value) <= 100 else ""
 
     def number(raw: str) -> Decimal:
         try:
