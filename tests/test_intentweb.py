@@ -520,6 +520,98 @@ def test_malformed_envelopes_get_an_error_envelope(client, body):
     agent.check(response.json())
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("interaction_id", "a" * 128 + "\n"), ("nonce", "n" * 128 + "\n")],
+)  # fmt: skip
+def test_an_id_or_nonce_over_its_length_is_refused_not_failed(client, demo_content, field, value):
+    """Python's ``$`` matches before a final newline, so the pattern alone let 129 characters through to a column of
+    128 (a 500)."""
+    agent = Agent(client)
+    if field == "interaction_id":
+        agent.interaction_id = value
+        body = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?")
+    else:
+        body = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?", nonce=value)
+    status, reply = agent.post(body)
+    assert (status, reply["status"]) == (400, "invalid_request"), reply
+    assert reply["fields"] == [field if field == "interaction_id" else f"attribution.{field}"]
+    assert not Interaction.objects.exists()
+
+
+def test_a_verified_entry_signed_long_ago_is_stale(client, demo_content):
+    """The signature covers the entry's timestamp, not attribution.timestamp: a message captured and sent again
+    once its nonce is forgotten (after twice INTENT_MAX_SKEW), with a new attribution.timestamp, is refused."""
+    agent = Agent(client, actor_id="https://assistant.example/replayed")
+    TrustedActorKey.objects.create(actor_id=agent.actor_id, public_key=agent.public_key)
+    body = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?", timestamp=now(-3600))
+    body["attribution"]["timestamp"] = body["timestamp"] = now()  # not signed: anyone can change it
+    status, reply = agent.post(body)
+    assert (status, reply["status"]) == (401, "stale_timestamp"), reply
+    assert reply["fields"] == ["attribution.chain.0.timestamp"]
+    assert not Interaction.objects.filter(interaction_id=agent.interaction_id).exists()
+    # An entry no key is registered for is not verified, so its time is not checked.
+    unknown = Agent(client, actor_id="https://assistant.example/unregistered")
+    body = unknown.envelope("intent_request", "Is LK-TEA-0001 in stock?", timestamp=now(-3600))
+    body["attribution"]["timestamp"] = body["timestamp"] = now()
+    status, reply = unknown.post(body)
+    assert status == 200, reply
+
+
+def test_a_malformed_idempotency_key_after_the_end_is_refused_not_failed(client, demo_content):
+    agent = Agent(client, secret=key())
+    status, reply = agent.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert (status, reply["flow_type"]) == (200, "execution_result")
+    status, reply = agent.send("information_response", "again", headers={"HTTP_IDEMPOTENCY_KEY": "retry\x001"})
+    assert (status, reply["status"]) == (400, "invalid_request"), reply
+
+
+def test_an_intent_to_a_site_that_offers_nothing_is_refused(client, demo_content, registries):
+    """Not a clarification_request with no option to choose, asked again after every answer."""
+    for capability in list(registries[1]):
+        if capability.action_type:
+            del registries[1]._capabilities[capability.name]
+    agent = Agent(client)
+    status, reply = agent.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert (status, reply["flow_type"], reply["status"]) == (400, "error", "unknown_capability"), reply
+    assert not Interaction.objects.exists()
+
+
+def test_an_answer_to_a_list_that_has_changed_chooses_nothing(client, demo_content, registries, settings):
+    """An answer of "2" names the second option listed; once the first is no longer offered, reading it against
+    what remains would choose the third. The site lists what is on offer now and asks again."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}  # every capability is close
+    agent = Agent(client, secret=key())
+    status, reply = agent.send("intent_request", "I need something from the shop")
+    assert (status, reply["flow_type"]) == (200, "clarification_request")
+    names = [option["name"] for option in reply["options"]]
+    assert len(names) >= 3
+    del registries[1]._capabilities[names[0]]  # no longer offered
+    status, reply = agent.send("information_response", "2")
+    assert (status, reply["flow_type"]) == (200, "clarification_request"), reply
+    listed = [option["name"] for option in reply["options"]]
+    assert sorted(listed) == sorted(names[1:])
+    status, reply = agent.send("information_response", "1")
+    assert reply["flow_type"] != "clarification_request", reply
+    assert Interaction.objects.get(interaction_id=agent.interaction_id).capability == listed[0]
+
+
+def test_a_clarification_asked_again_can_be_answered(client, demo_content, registries, settings):
+    """When the capabilities a clarification offered are gone, the site lists those on offer now: an answer to
+    that list chooses among them (it was read against the old, empty list, and the site asked again forever)."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}  # every capability is close
+    agent = Agent(client, secret=key())
+    status, reply = agent.send("intent_request", "I need something from the shop")
+    assert (status, reply["flow_type"]) == (200, "clarification_request")
+    only_title_lookup(registries[1])  # what was offered is gone; title_lookup is new
+    status, reply = agent.send("information_response", "1")
+    assert reply["flow_type"] == "clarification_request"
+    assert [option["name"] for option in reply["options"]] == ["title_lookup"]
+    status, reply = agent.send("information_response", "1")
+    assert (status, reply["flow_type"]) == (200, "information_request"), reply
+    assert reply["required_fields"] == ["title"]
+
+
 def test_an_async_intents_callback_gets_the_signed_final_envelope(client, demo_content):
     from tests.test_callbacks import Receiver
 
@@ -576,6 +668,26 @@ def test_the_page_checks_csrf_binds_interactions_to_the_session_and_has_only_its
     status, reply = say(browser, {"message": "Where is my order LK-10001? ada@example.com"}, HTTP_X_CSRFTOKEN=token)
     assert status == 403
     assert reply["status"] == "forbidden"
+
+
+def test_the_page_keeps_a_bounded_session(demo_content, settings):
+    """The page remembers at most MAX_SESSION_INTERACTIONS interactions per browser session, hashes included."""
+    from django.test import Client
+
+    from agent_handshake.intentweb.page import MAX_SESSION_INTERACTIONS, SESSION_KEY
+
+    unlimited = {"requests": "100000/minute"}
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE,
+                                "RATE_LIMITS": {"unauthenticated": unlimited, "authenticated": unlimited}}  # fmt: skip
+    browser = Client()
+    for _ in range(MAX_SESSION_INTERACTIONS + 5):
+        response = browser.post("/intent-ui/message", json.dumps({"message": " "}), content_type="application/json")
+        assert response.status_code == 400  # an empty intent, refused: the cheapest way to start one
+    session = browser.session
+    kept = session[SESSION_KEY]
+    assert len(kept) == MAX_SESSION_INTERACTIONS
+    hashes = [name for name, _ in session.items() if name.startswith(f"{SESSION_KEY}:")]
+    assert sorted(hashes) == sorted(f"{SESSION_KEY}:{interaction_id}" for interaction_id in kept)
 
 
 def test_interactions_past_their_retention_are_deleted(client, demo_content):

@@ -43,13 +43,13 @@ SCHEMA: dict[str, Any] = {
         "protocol_version": {"type": "string", "pattern": r"^1\.[0-9]{1,3}$"},
         "flow_type": {"enum": list(FLOW_TYPES)},
         "message": {"type": "string", "maxLength": 4096},
-        "interaction_id": {"type": "string", "pattern": r"^[\x21-\x7e]{1,128}$"},
+        "interaction_id": {"type": "string", "maxLength": 128, "pattern": r"^[\x21-\x7e]{1,128}$"},
         "attribution": {
             "type": "object",
             "required": ["query_hash", "nonce", "timestamp", "chain"],
             "properties": {
                 "query_hash": {"type": "string", "pattern": r"^[0-9a-f]{64}$"},
-                "nonce": {"type": "string", "pattern": r"^[\x21-\x7e]{8,128}$"},
+                "nonce": {"type": "string", "maxLength": 128, "pattern": r"^[\x21-\x7e]{8,128}$"},
                 "timestamp": TIMESTAMP,
                 "chain": {"type": "array", "maxItems": 8, "items": CHAIN_ENTRY},
             },

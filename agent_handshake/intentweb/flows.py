@@ -195,6 +195,8 @@ class Turn:
         return self.collect(route.chosen, [envelope.message])
 
     def clarification(self, candidates: list[Capability], *, first: bool) -> Reply:
+        if not candidates:  # a question with no option to choose would be asked again after every answer
+            raise errors.UnknownCapability("This site offers nothing to do through intents right now.")
         lines = [f"{number}. **{cell(c.intent_text)}**: {cell(c.description, 300)}"
                  for number, c in enumerate(candidates, start=1)]  # fmt: skip
         lead = "Which of these do you want?" if first else "I could not tell which of these you meant."
@@ -257,10 +259,14 @@ class Turn:
         if interaction.status == Interaction.Status.CLARIFYING:
             candidates = [c for c in offered() if c.name in interaction.candidates]
             candidates.sort(key=lambda c: interaction.candidates.index(c.name))
-            chosen = routing.choose(envelope.message, candidates)
+            # An answer names an option of the list it was given: once one of those is gone, it may name another.
+            changed = len(candidates) != len(interaction.candidates)
+            chosen = None if changed else routing.choose(envelope.message, candidates)
             if chosen is None:
+                listed = offered()
+                interaction.candidates = [c.name for c in listed]  # the next answer chooses among these
                 interaction.save(update_fields=TURN_FIELDS)
-                return self.clarification([c for c in offered()], first=False)
+                return self.clarification(listed, first=False)
             interaction.capability = chosen.name
             interaction.candidates = []
             interaction.confidence = None
@@ -281,7 +287,10 @@ class Turn:
         capability = capability_registry.get(interaction.capability)
         if capability is None:
             return None
-        stored = self.call(capability, {}).stored(self.request.headers.get("Idempotency-Key"))
+        idempotency_key = self.request.headers.get("Idempotency-Key")
+        if idempotency_key and not printable_ascii(idempotency_key):
+            raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
+        stored = self.call(capability, {}).stored(idempotency_key)
         if stored is None:
             return None
         status, body = stored

@@ -123,7 +123,10 @@ class IntentPageMessageView(IntentView):
         if interaction_id is None:
             interaction_id = "page-" + secrets.token_urlsafe(18)
             flow_type = "intent_request"
-            mine = [*mine[-(MAX_SESSION_INTERACTIONS - 1) :], interaction_id]
+            kept = mine[-(MAX_SESSION_INTERACTIONS - 1) :]
+            for forgotten in mine[: len(mine) - len(kept)]:
+                session.pop(f"{SESSION_KEY}:{forgotten}", None)  # its hash goes with it: the session stays bounded
+            mine = [*kept, interaction_id]
             session[SESSION_KEY] = mine
         elif not isinstance(interaction_id, str) or interaction_id not in mine:
             raise errors.Forbidden("This interaction was not started in this browser.", code="interaction_in_use")

@@ -9,7 +9,8 @@ limits and their headers are every door's). Before an envelope reaches its inter
   ``nonce`` never accepted before (a table, so every process agrees; written in the transaction of the work the
   message does): otherwise 401 ``stale_timestamp`` or ``replayed_nonce``;
 - each chain entry whose ``actor_id`` has a key an operator registered (``TrustedActorKey`` in the admin) must
-  carry that key's signature over the attribution profile's payload, else 401 ``signature_invalid``; entries of
+  carry that key's signature over the attribution profile's payload, else 401 ``signature_invalid``, and a
+  ``timestamp`` (the time it signed) within ``INTENT_MAX_SKEW`` too, else 401 ``stale_timestamp``; entries of
   other actors are accepted and reported as unverified in the response's ``explicability``.
 
 Every response is an envelope signed by the site: its own nonce and time, and one chain entry (``actor_type``
@@ -42,7 +43,7 @@ from ..identity.site_key import public_key_from_b64url, site_private_key
 from ..models import IntentNonce, Interaction, Job, TrustedActorKey
 from ..registry import INTENTWEB_VERSION
 from . import attribution, flows
-from .envelope import Envelope, parse
+from .envelope import Envelope, parse, parse_time
 from .openapi import INTENT
 
 SITE_ACTOR_TYPE = "intent_site"
@@ -216,6 +217,16 @@ def verify_chain(envelope: Envelope, keys: dict[str, str]) -> list[str]:
                 "registered for that actor (see the manifest's attribution profile).",
                 code="signature_invalid",
                 fields=[f"attribution.chain.{index}.signature"],
+            )
+        # The signature covers the entry's time, not attribution.timestamp (anyone may change that): without this,
+        # a signed message could be sent again, with a new attribution.timestamp, once its nonce is forgotten.
+        skew = abs((timezone.now() - parse_time(entry["timestamp"], "")).total_seconds())
+        if skew > app_settings.INTENT_MAX_SKEW:
+            raise errors.AuthRequired(
+                f"Chain entry {index} ({entry['actor_id']!r}) was signed {int(skew)} seconds from the server's "
+                f"clock (at most {app_settings.INTENT_MAX_SKEW} are accepted).",
+                code="stale_timestamp",
+                fields=[f"attribution.chain.{index}.timestamp"],
             )
         verified.append(entry["actor_id"])
     return verified
