@@ -214,6 +214,20 @@ def test_an_unsupported_protocol_version_header_is_a_400(client):
     assert body["error"]["code"] == -32022
 
 
+def test_an_unsupported_protocol_version_header_on_a_notification_is_a_400(client):
+    """The transport's MUST (2025-06-18 on) covers every request after initialize, notifications and responses
+    included: they were accepted with 202 whatever the header said."""
+    notification, response = {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": 7}
+    for message in (notification, {**response, "result": {}}):
+        for version, status in (("1999-01-01", 400), ("not-a-version", 400), ("2025-06-18", 202)):
+            response = client.post("/mcp", json.dumps(message), content_type="application/json",
+                                   HTTP_MCP_PROTOCOL_VERSION=version)  # fmt: skip
+            assert response.status_code == status, (message, version)
+            if status == 400:
+                assert response.json()["error"]["code"] == -32022
+                assert response.json()["id"] is None
+
+
 @pytest.mark.parametrize(
     ("raw", "status", "code"),
     [

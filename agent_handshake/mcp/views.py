@@ -41,7 +41,7 @@ from . import jsonrpc, server
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from .openapi import MCP
 from .tools import Exchange
-from .versions import Revision, revision_of
+from .versions import VERSIONS, Revision, revision_of, unsupported
 
 
 def base_url(request: HttpRequest) -> str:
@@ -159,6 +159,9 @@ class MCPView(FrontDoorView):
             request_id = data.get("id") if isinstance(data, dict) and jsonrpc.valid_id(data.get("id")) else None
             return exc.body(request_id), 400
         if message.kind != "request":
+            header = request.headers.get("MCP-Protocol-Version")
+            if header is not None and header not in VERSIONS:  # the transport's MUST holds for these too
+                return unsupported(header).body(None), 400
             return None, 202
         revision: Revision | None = None
         try:
