@@ -581,14 +581,23 @@ class VerifiedAgentAdmin(admin.ModelAdmin):
     def tier(self, agent: VerifiedAgent) -> str:
         return trust.tier_of(agent.trust).name
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None:
+            # What the operator changed is what differs from the page they were shown, not from the row when they
+            # save it: the agent's requests move its trust meanwhile, and that is no operator's setting.
+            field.show_hidden_initial = True
+        return field
+
     def save_model(self, request: HttpRequest, obj: VerifiedAgent, form: Any, change: bool) -> None:
+        # Only what the operator changed is written: the trust requests wrote meanwhile (and last_seen_at) stay.
+        fields = [name for name in form.changed_data if name != "trust"]
+        if fields:
+            obj.save(update_fields=fields)
         if "trust" in form.changed_data:
-            before = VerifiedAgent.objects.get(pk=obj.pk)
-            wanted, obj.trust = obj.trust, before.trust
-            super().save_model(request, obj, form, change)
+            wanted = obj.trust
+            obj.trust = VerifiedAgent.objects.values_list("trust", flat=True).get(pk=obj.pk)
             trust.set_by_operator(obj, wanted, request.user.get_username() or "an operator")
-        else:
-            super().save_model(request, obj, form, change)
 
 
 # --- agent traffic insights: the overview, each agent's page and the CSV export (agent_handshake/insights/) ------

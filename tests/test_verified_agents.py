@@ -340,3 +340,64 @@ def test_operators_set_trust_in_the_admin_with_history(admin_client, client, db)
     assert (event.delta, event.trust, event.reason) == (pytest.approx(0.4), 0.9, "set by admin")
     assert "set by admin" in admin_client.get(url).content.decode()
     assert admin_client.get("/admin/agent_handshake/verifiedagent/add/").status_code == 403
+
+
+def shown_form(html: str) -> dict[str, str]:
+    """The values a browser would post back from an admin change page as it was shown (hidden initial values
+    included; unticked checkboxes left out)."""
+    from html.parser import HTMLParser
+
+    class Form(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: dict[str, str] = {}
+            self.textarea: str | None = None
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            name = attrs.get("name")
+            if tag == "input" and name and attrs.get("type") not in ("submit", "button"):
+                if attrs.get("type") != "checkbox" or "checked" in attrs:
+                    self.values[name] = attrs.get("value") or ("on" if attrs.get("type") == "checkbox" else "")
+            elif tag == "textarea" and name:
+                self.textarea = name
+                self.values[name] = ""
+
+        def handle_endtag(self, tag):
+            if tag == "textarea":
+                self.textarea = None
+
+        def handle_data(self, data):
+            if self.textarea is not None:
+                self.values[self.textarea] += data
+
+    parser = Form()
+    parser.feed(html)
+    return parser.values
+
+
+def test_an_operator_who_blocks_an_agent_keeps_the_trust_its_requests_earned_meanwhile(
+    admin_client, client, demo_content
+):
+    """Blocking (or pinning) from a change page loaded before the agent's last requests neither sets its trust
+    back to the value the page showed nor records that as the operator's setting."""
+    agent = Agent(client)
+    agent.handshake()
+    verified = VerifiedAgent.objects.get(did=agent.did)
+    url = f"/admin/agent_handshake/verifiedagent/{verified.pk}/change/"
+    form = shown_form(admin_client.get(url).content.decode())
+    assert form["trust"] == "0.5"
+    assert converse(client, agent).status_code == 200  # accepted: +0.05 while the page is open
+    verified.refresh_from_db()
+    assert verified.trust == pytest.approx(0.55)
+    response = admin_client.post(url, {**form, "blocked": "on"})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    verified.refresh_from_db()
+    assert verified.blocked
+    assert verified.trust == pytest.approx(0.55)
+    assert not TrustEvent.objects.filter(agent=verified, reason__startswith="set by").exists()
+    # ... and a trust the operator does change is still theirs, from the value the row has.
+    form = shown_form(admin_client.get(url).content.decode())
+    assert admin_client.post(url, {**form, "trust": "0.2"}).status_code == 302
+    event = TrustEvent.objects.get(agent=verified, reason__startswith="set by")
+    assert (event.delta, event.trust) == (pytest.approx(-0.35), 0.2)
