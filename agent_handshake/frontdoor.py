@@ -162,6 +162,9 @@ class FrontDoorView(APIView, abc.ABC):
     #: The URL keyword arguments that name the capability a request is for, recorded before the concierge says
     #: (a request refused at the door still names it).
     insights_capability_kwargs = ("name", "scenario")
+    #: Set by a handler whose 2xx answer does not accept the request (an ASP intent the site cannot serve): a verified
+    #: agent's trust goes down for it, as for a 4xx, not up.
+    declined = False
 
     @abc.abstractmethod
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
@@ -270,5 +273,7 @@ class FrontDoorView(APIView, abc.ABC):
         credentials = getattr(request, "_auth", None)  # never authenticates here: only what the request did
         if getattr(credentials, "agent", None) is not None:
             status = response.status_code
-            trust.record(credentials.agent.pk, status < 400, f"{request.method} {request.path[:120]} -> {status}")
+            accepted = status < 400 and not self.declined
+            note = "" if accepted or status >= 400 else " (not accepted)"
+            trust.record(credentials.agent.pk, accepted, f"{request.method} {request.path[:120]} -> {status}{note}")
         return counter.headers(response)

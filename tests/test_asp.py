@@ -224,6 +224,22 @@ def test_an_intent_naming_no_capability_is_routed_and_an_action_points_to_json(c
     missing = unframe(post(client, frame(agent.intent("Generate a sort function", capabilities=["code-gen"]))).content)
     assert not missing.accepted
     assert "code-gen" in missing.reason
+    # §6.4: an accepted intent +0.05, one not accepted -0.02, as the response says and the site applies.
+    assert (routed.trust_delta, action.trust_delta, missing.trust_delta) == pytest.approx((0.05, -0.02, -0.02))
+    verified = VerifiedAgent.objects.get(did=agent.did)
+    assert verified.trust == pytest.approx(0.5 + 0.05 - 0.02 - 0.02)
+    reasons = list(TrustEvent.objects.filter(agent=verified).order_by("pk").values_list("reason", flat=True))
+    assert [reason.endswith("(not accepted)") for reason in reasons] == [False, True, True]
+
+
+def test_a_flood_of_intents_the_site_cannot_accept_lowers_trust(client, demo_content):
+    """Intent flooding (the spec's §12): intents the site answers with accepted=false lower the agent's trust."""
+    agent = Agent(client)
+    agent.handshake()
+    for _ in range(5):
+        answer = unframe(post(client, frame(agent.intent("anything", capabilities=["code-gen"]))).content)
+        assert not answer.accepted
+    assert VerifiedAgent.objects.get(did=agent.did).trust == pytest.approx(0.5 - 5 * 0.02)
 
 
 def test_an_intent_vector_of_the_site_models_dimensions_routes_the_intent(client, demo_content):

@@ -306,8 +306,6 @@ class AgentSemanticProtocolView(FrontDoorView):
             agent_id=base_url(request) + "/",
             did=site_did(),
             timestamp=time.time_ns(),
-            # The change this request makes to the agent's trust here: every request the site serves raises it.
-            trust_delta=0.0 if agent.pinned else trust.ACCEPTED,
         )
         if capability is None:
             response.reason = reason
@@ -335,6 +333,11 @@ class AgentSemanticProtocolView(FrontDoorView):
                     + (f" ({options})" if options else "")
                     + " Send a new intent that says which."
                 )
+        # The change this intent makes to the agent's trust (§6.4): up for an accepted one, down for one that is not
+        # (no capability fits, an action, a clarification), so that a flood of intents the site cannot accept
+        # lowers an agent's trust instead of raising it. The front door applies the same (``declined``).
+        self.declined = not response.accepted
+        response.trust_delta = 0.0 if agent.pinned else trust.ACCEPTED if response.accepted else trust.REFUSED
         return framed(signing.sign_as_site(response))
 
     def choose(self, intent: asp_pb2.IntentMessage, text: str) -> tuple[Capability | None, str]:
