@@ -109,7 +109,6 @@ def test_nul_in_the_job_status_path_is_a_400(client, secret):
     assert_rate_headers(response)
 
 
-
 @pytest.mark.parametrize("slash", ["%2F", "/"])
 def test_a_slash_in_an_id_gets_the_protocol_error_not_the_site_404(client, secret, slash):
     """An id or name with a slash in it (an encoded one is decoded before routing) reaches the app's own view, which
@@ -122,6 +121,27 @@ def test_a_slash_in_an_id_gets_the_protocol_error_not_the_site_404(client, secre
     template = client.get(f"/schema-templates/check{slash}inventory")
     assert template.status_code == 404
     assert template["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_numbers_json_does_not_have_are_refused_by_every_door(client, secret, number):
+    """Python's parser reads NaN, Infinity and 1e400 (as infinity); RFC 8259 has none of them, a schema's number type
+    takes them and PostgreSQL stores none: each door refuses them as it refuses any body that is not JSON."""
+    body = f'{{"capability": "content_search", "query": "tea", "context": {{"max_tokens": {number}}}}}'
+    body = assert_ahp_error(post(client, body), 400, "invalid_request")
+    assert "not valid JSON" in body["message"]
+    nlweb = client.post("/ask", f'{{"query": {{"text": "tea", "price": {number}}}}}', content_type="application/json")
+    assert nlweb.status_code == 400
+    assert nlweb.json()["_meta"]["response_type"] == "failure"
+    mcp = client.post(
+        "/mcp",
+        f'{{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {{"x": {number}}}}}',
+        content_type="application/json",
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert mcp.status_code == 400
+    assert mcp.json()["error"]["code"] == -32700  # Parse error
+
 
 # --- dates ----------------------------------------------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -213,21 +212,7 @@ def check_input(capability: Capability, data: dict[str, Any]) -> InputProblem | 
         else:
             path = ".".join(str(part) for part in error.absolute_path) or "(input)"
             invalid.setdefault(path, error.message)
-    for path in _non_finite(data):
-        invalid.setdefault(path, "is not a finite number (JSON has no NaN or Infinity)")
     return InputProblem(missing, invalid) if missing or invalid else None
-
-
-def _non_finite(value: Any, path: tuple[Any, ...] = ()) -> list[str]:
-    """The paths of NaN and infinite floats in ``value``: Python's JSON parser reads them (``NaN``, ``1e400``), a
-    schema's ``number`` takes them, and PostgreSQL cannot store them (a job's input, a session's)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return [".".join(map(str, path)) or "(input)"]
-    if isinstance(value, dict):
-        return [found for key, item in value.items() for found in _non_finite(item, (*path, key))]
-    if isinstance(value, list):
-        return [found for index, item in enumerate(value) for found in _non_finite(item, (*path, index))]
-    return []
 
 
 def _unanchored(pattern: str) -> str:

@@ -1,6 +1,8 @@
 """What every front door checks of the JSON an agent sent, before anything else reads it.
 
-JSON nested more than :data:`MAX_DEPTH` levels is refused before anything recurses into it (a schema validator,
+Only JSON is read: ``NaN``, ``Infinity`` and numbers beyond a float's range (``1e400``), which Python's parser accepts
+and RFC 8259 does not, are refused as the body's syntax error (a schema's ``number`` takes them, PostgreSQL does
+not). JSON nested more than :data:`MAX_DEPTH` levels is refused before anything recurses into it (a schema validator,
 ``json.dumps``, the database driver); so is a string anywhere, keys included, that no text column or UTF-8
 encoder accepts (NUL, an unpaired surrogate from a ``\\ud800`` escape), a question with nothing to search for,
 and a date that does not exist or that PostgreSQL cannot store. Each refusal is an
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import re
 from typing import Any
 
@@ -38,10 +41,27 @@ def unstorable(text: str) -> bool:
     return UNSTORABLE.search(text) is not None
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (RFC 8259)")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text[:40]} is beyond the range of a number")
+    return number
+
+
+def decode(body: bytes | str) -> Any:
+    """``body`` as JSON, and only JSON: ``NaN``, ``Infinity`` and numbers out of a float's range raise
+    ``ValueError`` as any other syntax error does."""
+    return json.loads(body, parse_constant=_no_constant, parse_float=_finite)
+
+
 def load_object(body: bytes) -> dict[str, Any]:
     """The body as a JSON object whose every string can be stored (see :func:`check_values`)."""
     try:
-        data = json.loads(body)
+        data = decode(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"The body is not valid JSON: {exc}") from exc
     except RecursionError:

@@ -9,12 +9,11 @@ domain errors, whose stable name is in ``error.data.code``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..concierge import errors
-from ..concierge.validation import check_values
+from ..concierge.validation import check_values, decode
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -67,7 +66,7 @@ class Message:
 def load(body: bytes) -> Any:
     """The body as JSON (an object or a batch) whose strings can be stored; not JSON is a parse error."""
     try:
-        data = json.loads(body)
+        data = decode(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.InvalidInput(f"Parse error: the body is not JSON ({exc}).", code="parse_error") from exc
     except RecursionError:
