@@ -668,6 +668,14 @@ def test_the_page_checks_csrf_binds_interactions_to_the_session_and_has_only_its
     status, reply = say(browser, {"message": "Where is my order LK-10001? ada@example.com"}, HTTP_X_CSRFTOKEN=token)
     assert status == 403
     assert reply["status"] == "forbidden"
+    # "close" is a boolean: the string "false" does not end the interaction, it is refused.
+    status, reply = say(browser, {"interaction_id": interaction_id, "message": "Ada", "close": "false"},
+                        HTTP_X_CSRFTOKEN=token)  # fmt: skip
+    assert status == 400
+    assert reply["status"] == "invalid_request", reply
+    status, reply = say(browser, {"interaction_id": interaction_id, "message": "Ada"}, HTTP_X_CSRFTOKEN=token)
+    assert status == 200
+    assert reply["flow_type"] != "error", reply  # still open
 
 
 def test_the_page_keeps_a_bounded_session(demo_content, settings):

@@ -109,6 +109,9 @@ class IntentPageMessageView(IntentView):
         message = data.get("message")
         if not isinstance(message, str):
             raise errors.InvalidInput("message must be text.", fields=["message"])
+        close = data.get("close", False)
+        if not isinstance(close, bool):  # "false" is not false
+            raise errors.InvalidInput("close must be true or false.", fields=["close"])
         collected = data.get("collected_information") or {}
         if not isinstance(collected, dict):
             raise errors.InvalidInput("collected_information must be an object.", fields=["collected_information"])
@@ -131,7 +134,7 @@ class IntentPageMessageView(IntentView):
         elif not isinstance(interaction_id, str) or interaction_id not in mine:
             raise errors.Forbidden("This interaction was not started in this browser.", code="interaction_in_use")
         else:
-            flow_type = "error" if data.get("close") else "information_response"
+            flow_type = "error" if close else "information_response"
         envelope: dict[str, Any] = {
             "protocol_version": INTENTWEB_VERSION,
             "flow_type": flow_type,
