@@ -198,6 +198,7 @@ def test_an_agents_page_shows_its_errors_and_limits(owner, planted):
         {"end": "9999-12-31"},
         {"start": "0001-01-01", "end": "0001-01-05"},
         {"start": "2024-01-01", "end": "2024-01-01\x00"},
+        {"end": "0001-01-05"},  # no start: the default one would be before date.min
     ],
 )
 def test_bad_dates_are_form_errors(owner, planted, query):
@@ -215,6 +216,7 @@ def test_bad_dates_are_form_errors(owner, planted, query):
 def test_an_agent_page_needs_an_agent(owner, planted):
     assert owner.get(reverse(AGENT)).status_code == 404
     assert owner.get(reverse(AGENT), {"agent": "x" * 500}).status_code == 404
+    assert owner.get(reverse(AGENT), {"agent": "Tea\x00Finder"}).status_code == 404  # no row can hold a NUL
     unknown = owner.get(reverse(AGENT), {"agent": "nobody"})
     assert unknown.status_code == 200
     assert text_of(unknown.content.decode(), "total-requests") == "0"

@@ -52,6 +52,8 @@ class RangeForm(forms.Form):
             return data
         today = site_today()
         end = data.get("end") or today
+        if end < EARLIEST:  # before the default start is computed from it (0001-01-05 minus 13 days overflows)
+            raise forms.ValidationError(f"The range ends before {EARLIEST}.")
         start = data.get("start") or end - datetime.timedelta(days=DEFAULT_DAYS - 1)
         if start > end:
             raise forms.ValidationError("The start is after the end.")
@@ -188,7 +190,8 @@ class AgentTrafficAdmin(admin.ModelAdmin):
         if not may_view_insights(request):
             raise PermissionDenied
         agent = request.GET.get("agent", "")
-        if not agent or len(agent) > AgentRequest._meta.get_field("agent").max_length:
+        # A NUL: no stored name holds one, and PostgreSQL refuses it in a query.
+        if not agent or len(agent) > AgentRequest._meta.get_field("agent").max_length or "\x00" in agent:
             raise Http404("No such agent.")
         form = RangeForm(request.GET)
         start, end = form.range()
