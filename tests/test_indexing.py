@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from io import StringIO
 
 import pytest
@@ -176,3 +177,17 @@ def test_agent_reindex_rebuild_of_one_model_refuses_a_new_embedding_model(publis
     EmbeddingIndex.objects.update(model_id="some/other-model")
     with pytest.raises(CommandError, match="leave out --model"):
         call_command("agent_reindex", "--rebuild", "--model", "testapp.article", stdout=StringIO())
+
+
+def test_a_heading_with_a_long_run_of_spaces_is_indexed_at_once(publish):
+    # The heading pattern used to backtrack in cubic time on such a line: minutes for a few thousand spaces, in
+    # the saving request (INDEX_ON_SAVE "sync") or a worker, for every save of the object.
+    heading = "## Descaling" + " " * 3000 + "kettles ##"
+    started = time.monotonic()
+    article = publish(Article, title="Kettles", slug="kettles", body=f"{heading}\n\nUse citric acid.")
+    assert time.monotonic() - started < 5
+    document = documents_of(Article).get(object_id=str(article.pk))
+    assert document.indexed_hash == document.content_hash
+    passage = Passage.objects.get(document=document)
+    assert passage.heading == ("Descaling" + " " * 3000 + "kettles")[:500]
+    assert passage.text == "Use citric acid."

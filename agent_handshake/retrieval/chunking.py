@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass
 from itertools import pairwise
 
-HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+#: An ATX heading line; its closing hashes are taken off by :func:`_title` (a lazy title followed by ``\s*#*\s*$``
+#: here took cubic time on a heading with a long run of spaces inside: minutes for a few thousand).
+HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
 FENCE = re.compile(r"^(```|~~~)")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
@@ -21,6 +23,11 @@ class Chunk:
     position: int
     heading: str
     text: str
+
+
+def _title(text: str) -> str:
+    """A heading's text without its closing hashes and the white space around them (at least one character)."""
+    return text[: max(1, len(text.rstrip().rstrip("#").rstrip()))]
 
 
 def _words(text: str) -> int:
@@ -61,7 +68,7 @@ def _sections(markdown: str) -> list[tuple[str, list[str]]]:
             close_section()
             level = len(heading.group(1))
             path = [(lvl, title) for lvl, title in path if lvl < level]
-            path.append((level, heading.group(2)))
+            path.append((level, _title(heading.group(2))))
         elif not line.strip():
             close_paragraph()
         else:
