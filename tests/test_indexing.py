@@ -191,3 +191,15 @@ def test_a_heading_with_a_long_run_of_spaces_is_indexed_at_once(publish):
     passage = Passage.objects.get(document=document)
     assert passage.heading == ("Descaling" + " " * 3000 + "kettles")[:500]
     assert passage.text == "Use citric acid."
+
+
+@pytest.mark.parametrize("size", ["0", "-5"])
+def test_agent_reindex_refuses_a_batch_size_below_one(publish, size):
+    publish(Article, title="Kettles", slug="kettles", body="Descale a kettle.")
+    passages = set(Passage.objects.values_list("pk", flat=True))
+    for rebuild in ([], ["--rebuild"]):
+        with pytest.raises(CommandError, match="--batch-size"):
+            call_command("agent_reindex", "--batch-size", size, *rebuild, stdout=StringIO())
+    # Refused before anything was dropped (a rebuild used to drop every passage, then fail).
+    assert documents_of(Article).count() == 1
+    assert set(Passage.objects.values_list("pk", flat=True)) == passages != set()

@@ -39,6 +39,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, models: list[str] | None = None, batch_size: int = 500, **options: Any) -> None:
+        if batch_size < 1:  # before --rebuild drops anything
+            raise CommandError("--batch-size must be at least 1.")
         try:
             configs = configs_for(models)
         except NotRegistered as exc:
