@@ -26,7 +26,11 @@ def _one_line(text: str) -> str:
 
 # Markdown that could turn text into a link, an image, an autolink, HTML or a code span swallowing what follows.
 _INLINE_MARKUP = re.compile(r"([\\`\[\]<>])")
-_URL_UNSAFE = str.maketrans({" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"})
+_URL_UNSAFE = str.maketrans(
+    {" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"}
+    # Control characters (a line break would end the link and the list item) are not allowed in a link target.
+    | {chr(code): f"%{code:02X}" for code in (*range(0x20), 0x7F)}
+)
 
 
 def _text(text: str) -> str:

@@ -15,10 +15,13 @@ Place it after ``GZipMiddleware`` in ``MIDDLEWARE`` (so it sees bodies before th
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import re
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.core.signals import setting_changed
@@ -27,6 +30,7 @@ from django.template.loader import render_to_string
 from django.urls import get_script_prefix, reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
+from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.text import compress_string
 
 from . import content_signals, state
@@ -262,12 +266,23 @@ class AgentDiscoveryMiddleware:
 
     @staticmethod
     def _markdown(request: HttpRequest, paths: list[str]) -> HttpResponseBase | None:
+        from django.contrib.contenttypes.models import ContentType
+
         from .models import Document
+        from .registry import content_registry
         from .views import markdown_response
 
-        if not _storable(request.path_info):
+        models = content_registry.models()
+        if not _storable(request.path_info) or not models:
             return None
-        document = Document.objects.select_related("content_type").filter(path__in=paths).order_by("pk").first()
+        # Only registered models' documents: those of a model unregistered since stay in the table until removed.
+        content_types = list(ContentType.objects.get_for_models(*models).values())
+        document = (
+            Document.objects.select_related("content_type")
+            .filter(path__in=_document_paths(paths), content_type__in=content_types)
+            .order_by("pk")
+            .first()
+        )
         return markdown_response(request, document) if document is not None else None
 
     # Responses
@@ -304,12 +319,12 @@ class AgentDiscoveryMiddleware:
             snapshot = state.snapshot()
             label = self._model_label(request, response) if snapshot.model_signals else None
             response.headers[content_signals.HEADER] = snapshot.signal_header(label)
-        if self._should_inject(response):
+        if self._should_inject(response) and (encoded := _in_charset(fragments, response.charset)):
             injector = HtmlInjector(
-                fragments.link if app_settings.INJECT_LINK_TAG else None,
-                fragments.notice if app_settings.INJECT_NOTICE else None,
-                fragments.link_marker,
-                fragments.notice_marker,
+                encoded.link if app_settings.INJECT_LINK_TAG else None,
+                encoded.notice if app_settings.INJECT_NOTICE else None,
+                encoded.link_marker,
+                encoded.notice_marker,
             )
             self._inject(response, injector)
         return response
@@ -322,7 +337,7 @@ class AgentDiscoveryMiddleware:
         from .models import Document
 
         row = (
-            Document.objects.filter(path=request.path_info)
+            Document.objects.filter(path__in=_document_paths([request.path_info]))
             .values_list("content_type__app_label", "content_type__model")
             .first()
         )
@@ -351,7 +366,10 @@ class AgentDiscoveryMiddleware:
             response.headers.pop("Content-Length", None)  # The length is not known until the stream ends.
         else:
             original = response.content
-            content = gzip.decompress(original) if gzipped else original
+            try:
+                content = gzip.decompress(original) if gzipped else original
+            except (OSError, EOFError, zlib.error):
+                return  # Not gzip after all, or cut short: passed on as it is, not made a 500.
             rewritten = injector.rewrite(content)
             if rewritten == content:
                 return
@@ -369,6 +387,32 @@ def _storable(path: str) -> bool:
     which no PostgreSQL text value holds (the query would fail). Django has already replaced undecodable bytes,
     so NUL is the one character to rule out."""
     return "\x00" not in path
+
+
+def _in_charset(fragments: _Fragments, charset: str) -> _Fragments | None:
+    """The fragments (rendered as UTF-8) in the page's charset, characters it lacks as character references;
+    None when the page is to be left as it is: a charset Python does not know, or one that does not write ASCII as
+    ASCII (UTF-16: the tags looked for would not be found anyway)."""
+    try:
+        name = codecs.lookup(charset.strip("\"'")).name
+        if name == "utf-8":
+            return fragments
+        if "</head>".encode(name) != b"</head>":
+            return None
+    except (LookupError, ValueError):  # "rot13", "base64": codecs, but not text encodings
+        return None
+    return fragments._replace(
+        **{
+            piece: getattr(fragments, piece).decode().encode(name, "xmlcharrefreplace")
+            for piece in ("link", "notice", "link_marker", "notice_marker")
+        }
+    )
+
+
+def _document_paths(paths: list[str]) -> list[str]:
+    """The paths a document of these request paths may be stored under: as they are (a URL written by hand, an
+    IRI) and percent-encoded as ``reverse()`` writes them (``path_info`` "/wiki/café/" is "/wiki/caf%C3%A9/")."""
+    return list(dict.fromkeys([*paths, *(quote(path, safe=RFC3986_SUBDELIMS + "/~:@") for path in paths)]))
 
 
 def _inject_sync(injector: HtmlInjector, chunks: Iterator[bytes]) -> Iterator[bytes]:

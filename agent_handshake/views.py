@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
+from django.utils.encoding import iri_to_uri
 from django.utils.http import http_date, quote_etag
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
@@ -260,6 +261,7 @@ def markdown_response(request: HttpRequest, document: Document) -> HttpResponseB
     if response is None:
         response = HttpResponse(render_document(document, base_url(request)), MARKDOWN_CONTENT_TYPE)
     response.headers[content_signals.HEADER] = snapshot.signal_header(label)
-    canonical = absolute_url(base_url(request), document.url)
+    # A header holds ASCII only: an IRI ("/articles/日本茶/") or a stray CR/LF in the URL is percent-encoded.
+    canonical = iri_to_uri(absolute_url(base_url(request), document.url))
     response.headers["Link"] = f'<{canonical}>; rel="canonical"; type="text/html"'
     return _finish(response, etag, http_date(last_modified))

@@ -357,3 +357,59 @@ def test_endpoints_under_a_sub_path_answer_an_agent_json_request_themselves(clie
     assert converse.json()["code"] == "method_not_allowed"
     page = client.get("/page/", SCRIPT_NAME=mounted_under_sub, HTTP_ACCEPT=accept)
     assert page.json()["ahp"] == "0.1"  # any other URL still answers with the manifest
+
+
+# A page in another charset than UTF-8 (a legacy site's Latin-1 pages).
+
+
+def latin1_page(request):
+    from django.http import HttpResponse
+
+    page = "<!DOCTYPE html><html><head><title>Thé</title></head><body><p>Thé vert</p></body></html>"
+    return HttpResponse(page.encode("latin-1"), content_type="text/html; charset=iso-8859-1")
+
+
+def broken_gzip_page(request):
+    from django.http import HttpResponse
+
+    body = gzip.compress(b"<!DOCTYPE html><html><head></head><body><p>cut short</p></body></html>", mtime=0)[:-6]
+    response = HttpResponse(body)
+    response.headers["Content-Encoding"] = "gzip"
+    return response
+
+
+def _latin1_urls():
+    from django.urls import include, path
+
+    return [path("latin1/", latin1_page), path("broken-gzip/", broken_gzip_page), path("", include("tests.urls"))]
+
+
+urlpatterns = _latin1_urls()
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_notice_is_written_in_the_page_charset(client, tmp_path, settings):
+    """The link tag and notice were inserted as UTF-8 bytes whatever the page's charset: a notice with "ü" read
+    "Ã¼" in a Latin-1 page; a character the charset lacks becomes a character reference."""
+    (tmp_path / "de_notice.html").write_text(
+        '<aside class="ahp-notice" aria-label="AI Agent Notice">Für KI-Agenten ✓: {{ manifest_url }}</aside>',
+        encoding="utf-8",
+    )
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [tmp_path, *settings.TEMPLATES[0]["DIRS"]]}]
+    settings.AGENT_HANDSHAKE = {"NOTICE_TEMPLATE": "de_notice.html"}
+    response = client.get("/latin1/")
+    html = response.content.decode("latin-1")
+    assert "<p>Thé vert</p>" in html
+    assert "Für KI-Agenten &#10003;: /.well-known/agent.json</aside>" in html
+    assert html.count(LINK_TAG) == 1
+    assert int(response["Content-Length"]) == len(response.content)
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_a_gzip_body_that_does_not_decompress_is_passed_on_not_a_500(client):
+    """A view (a proxy, say) whose gzip body is cut short: gzip.decompress raised and the page became a 500."""
+    client.raise_request_exception = False
+    response = client.get("/broken-gzip/")
+    assert response.status_code == 200
+    assert response.content == broken_gzip_page(None).content
+    assert response["Link"] == LINK_HEADER

@@ -344,3 +344,105 @@ def test_llms_full_txt_boundary_is_defused_in_text_newer_than_the_snapshot(clien
     assert same_boundary == boundary
     assert documents_as_read(text, boundary) == {"http://testserver/articles/plain/": "Plain"}
     assert "# Free tea for agents 0" in text
+
+
+# A markdown version's canonical Link header is a URI, whatever characters the page's URL holds.
+
+
+@pytest.mark.parametrize(
+    ("slug", "uri"),
+    [("日本茶", "/articles/%E6%97%A5%E6%9C%AC%E8%8C%B6/"), ("café", "/articles/caf%C3%A9/")],
+)
+def test_markdown_canonical_link_of_a_non_ascii_url_is_an_ascii_uri(client, publish, slug, uri):
+    """An object URL written as an IRI ("/articles/日本茶/") went into the Link header as it was: Django sent it
+    MIME-encoded (=?utf-8?b?...?=) or as raw Latin-1 bytes, which no Link parser reads."""
+    publish(Article, title="Tea", slug=slug, body="Tea.")
+    response = client.get(f"/articles/{slug}.md")
+    assert response.status_code == 200
+    headers = response.serialize_headers().decode("ascii")
+    assert f'Link: <http://testserver{uri}>; rel="canonical"; type="text/html", </.well-known/agent.json>;' in headers
+
+
+def test_markdown_of_a_url_with_a_line_break_is_not_a_server_error(client, publish):
+    """A CR/LF in an object's URL made the canonical Link header raise BadHeaderError: a 500."""
+    publish(Article, title="Tea", slug="green\r\ntea", body="Tea.")
+    client.raise_request_exception = False
+    response = client.get("/articles/greentea.md")  # the document's path, as urlsplit() reads the URL
+    assert response.status_code == 200
+    assert response["Link"].startswith('<http://testserver/articles/green%0D%0Atea/>; rel="canonical"')
+
+
+def test_llms_txt_link_target_cannot_be_broken_by_a_line_break_in_the_url(client, publish):
+    """A line break in an object's URL ended the markdown link early and started a line of llms.txt's own."""
+    publish(Article, title="Tea", slug="tea\n## Optional\n", body="Tea.")
+    text = client.get("/llms.txt").content.decode()
+    url = "http://testserver/articles/tea%0A##%20Optional%0A/"
+    assert parse_llms_txt(text)["sections"]["Articles"] == [{"title": "Tea", "url": url, "description": None}]
+    assert ("Tea", url) in links_in(text)
+
+
+def test_markdown_of_a_model_no_longer_registered_is_not_served(client, publish, registries):
+    """Unregistering a model leaves its documents in the table (agent_reindex only visits registered models);
+    llms.txt, llms-full.txt and answers leave them out, and so must the markdown versions."""
+    publish(Article, title="Was public", slug="was-public", body="Text agents may no longer see.")
+    assert client.get("/articles/was-public.md").status_code == 200
+    content_registry, _ = registries
+    content_registry.unregister(Article)
+    assert client.get("/articles/was-public.md").status_code == 404
+    page = client.get("/articles/was-public/", headers={"Accept": "text/markdown"})
+    assert page["Content-Type"].startswith("text/html")
+    assert "Text agents may no longer see." not in b"".join(client.get("/llms-full.txt").streaming_content).decode()
+
+
+# A site whose object URLs come from reverse() with a non-ASCII slug: the documents' paths are percent-encoded
+# ("/wiki/caf%C3%A9/"), request.path_info is not ("/wiki/café/").
+
+
+def wiki_page(request, slug):
+    from django.http import HttpResponse
+    from django.shortcuts import get_object_or_404
+
+    article = get_object_or_404(Article, slug=slug, published=True)
+    return HttpResponse(f"<!DOCTYPE html><html><head><title>t</title></head><body>{article.body}</body></html>")
+
+
+def _wiki_urls():
+    from django.urls import include, path
+
+    return [path("wiki/<str:slug>/", wiki_page, name="wiki_page"), path("", include("tests.urls"))]
+
+
+urlpatterns = _wiki_urls()
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_pages_at_percent_encoded_paths_have_their_markdown_and_signals(
+    client, publish, registries, django_capture_on_commit_callbacks
+):
+    from django.urls import reverse
+
+    from tests.testapp.agents import ArticleContent
+
+    class WikiContent(ArticleContent):
+        def get_url(self, obj):
+            return reverse("wiki_page", args=[obj.slug])
+
+    content_registry, _ = registries
+    content_registry.unregister(Article)
+    content_registry.register(Article, WikiContent)
+    with django_capture_on_commit_callbacks(execute=True):
+        profile = SiteProfile.objects.create(name="S", ai_train=False, ai_input=True, search=True)
+        ContentSignalOverride.objects.create(
+            profile=profile, content_type=ContentType.objects.get_for_model(Article), ai_input=False
+        )
+    publish(Article, title="Café au thé", slug="café", body="Tea with milk.")
+    assert Document.objects.get().path == "/wiki/caf%C3%A9/"
+
+    page = client.get("/wiki/café/")
+    assert page.status_code == 200
+    assert page["Content-Signal"] == "search=yes, ai-input=no, ai-train=no"
+    markdown = client.get("/wiki/café.md")
+    assert markdown.status_code == 200
+    assert "Tea with milk." in markdown.content.decode()
+    by_accept = client.get("/wiki/caf%C3%A9/", headers={"Accept": "text/markdown"})
+    assert by_accept.content == markdown.content
