@@ -117,15 +117,21 @@ def reindex_model(
         if progress:
             progress(done, total)
     stale = [object_id for object_id in hashes if object_id not in seen]
+    deleted = 0
     for start in range(0, len(stale), batch_size):
         chunk = stale[start : start + batch_size]
+        # Read again: an object published (or created) again since the run read the queryset has its document
+        # written by its own save, which a stale view must not delete.
+        back = {str(pk) for pk in config.get_queryset().filter(pk__in=chunk).values_list("pk", flat=True)}
+        chunk = [object_id for object_id in chunk if object_id not in back]
+        deleted += len(chunk)
         documents = Document.objects.filter(content_type=content_type, object_id__in=chunk)
         with transaction.atomic():
             delete_passages(documents)
             documents.delete()
         for object_id in chunk:
             signals.document_removed.send(sender=config.model, object_id=object_id)
-    counts["deleted"] = len(stale)
+    counts["deleted"] = deleted
     state.invalidate()
     return counts
 

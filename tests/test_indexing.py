@@ -203,3 +203,27 @@ def test_agent_reindex_refuses_a_batch_size_below_one(publish, size):
     # Refused before anything was dropped (a rebuild used to drop every passage, then fail).
     assert documents_of(Article).count() == 1
     assert set(Passage.objects.values_list("pk", flat=True)) == passages != set()
+
+
+def test_agent_reindex_keeps_an_object_published_again_while_it_runs(publish, django_capture_on_commit_callbacks):
+    from agent_handshake.indexing import reindex_model
+    from agent_handshake.registry import content_registry
+
+    publish(Article, title="Oolong", slug="oolong", body="Rinse oolong leaves once.")
+    kettles = publish(Article, title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
+    Article.objects.filter(pk=kettles.pk).update(published=False)  # no signal: its document waits for the reindex
+    kettles.refresh_from_db()
+
+    def an_editor_publishes_it_again(done: int, total: int) -> None:
+        # While the run goes through the other objects, the object is published again (a save: its document is
+        # written on commit); the run read the documents and the queryset before that.
+        if not kettles.published:
+            kettles.published = True
+            with django_capture_on_commit_callbacks(execute=True):
+                kettles.save()
+
+    counts = reindex_model(content_registry.get_config(Article), progress=an_editor_publishes_it_again)
+
+    assert counts["deleted"] == 0
+    document = documents_of(Article).get(object_id=str(kettles.pk))  # its document was kept
+    assert Passage.objects.filter(document=document).exists()
