@@ -19,7 +19,7 @@ from django.utils import timezone
 from . import signals, state
 from .models import Document
 from .registry import ContentConfig, content_registry
-from .retrieval.index import delete_passages
+from .retrieval.index import delete_passages, lock_documents
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +63,19 @@ def sync_object(app_label: str, model_name: str, pk: Any) -> str:
     if obj is None:
         documents = Document.objects.filter(content_type=content_type, object_id=str(pk))
         with transaction.atomic():
-            delete_passages(documents)
-            deleted, _ = documents.delete()
+            lock_documents(documents)
+            # Read again once the document is ours: an object published again while this waited for it (another
+            # run writing it) must keep its document, not lose it to this run's earlier read.
+            obj = config.get_queryset().filter(pk=pk).first()
+            deleted = 0
+            if obj is None:
+                delete_passages(documents)
+                deleted, _ = documents.delete()
         if deleted:
             signals.document_removed.send(sender=config.model, object_id=str(pk))
             return "deleted"
-        return "unchanged"
+        if obj is None:
+            return "unchanged"
     return _store(config, content_type, obj)
 
 

@@ -99,3 +99,33 @@ def test_two_runs_for_a_deleted_object_take_its_lexemes_out_once():
     assert documents_of_articles().count() == 1
     assert statistics() == recount()
     assert statistics()["rins"] == 1
+
+
+def test_a_removal_that_waited_for_the_document_keeps_it_when_its_object_came_back():
+    article = Article.objects.create(title="Kettles", slug="kettles", body="Rinse the kettle with citric acid.")
+    Article.objects.filter(pk=article.pk).update(published=False)  # the run below finds it gone
+    errors: list[BaseException] = []
+
+    def remove() -> None:
+        try:
+            sync_and_index("testapp", "article", str(article.pk))
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=remove)
+    with transaction.atomic():
+        list(documents_of_articles().select_for_update())  # another run writing the document holds its row
+        thread.start()
+        deadline = time.monotonic() + 30
+        while lock_waiters() < 1:
+            assert time.monotonic() < deadline, "the removal never waited"
+            time.sleep(0.02)
+        Article.objects.filter(pk=article.pk).update(published=True)  # meanwhile it is published again
+    thread.join(30)
+
+    assert errors == []
+    document = documents_of_articles().get()  # kept: the object is published
+    assert Passage.objects.filter(document=document).exists()
+    assert statistics() == recount()
