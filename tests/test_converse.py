@@ -612,3 +612,21 @@ def test_site_info_answers_from_the_rest_of_the_site_when_its_pages_say_nothing(
     _, filtered = ask(client, question, capability="site_info", context=about)
     assert "342" not in filtered["response"]["answer"]
     assert not any(source["url"].startswith("/blog/") for source in filtered["response"]["sources"])
+
+
+def test_a_section_filter_covers_every_model_in_that_section(client, demo, monkeypatch):
+    """Two registered models may share a section (videos filed under "Blog" here): filtering by it searches both,
+    not only the one registered last."""
+    from agent_handshake.registry import content_registry
+
+    monkeypatch.setattr(content_registry.get_config_by_label("videos.video"), "section", "Blog")
+    in_section = set(
+        Document.objects.filter(content_type__app_label__in=["blog", "videos"]).values_list("url", flat=True)
+    )
+    for query, app_label in (("How do I whisk matcha?", "videos"), ("How do I season a Yixing teapot?", "blog")):
+        response, body = ask(client, query, context={"filters": {"sections": ["Blog"]}})
+        assert response.status_code == 200, body
+        urls = {source["url"] for source in body["response"]["sources"]}
+        assert urls
+        assert urls <= in_section
+        assert urls & set(Document.objects.filter(content_type__app_label=app_label).values_list("url", flat=True))

@@ -176,11 +176,14 @@ class ConverseView(AHPView):
 
     def filters(self, converse_request: ConverseRequest) -> Filters:
         models: list[str] = []
-        sections = {config.get_section().lower(): config.label for config in content_registry}
+        # A section may hold several models: it filters to all of them.
+        sections: dict[str, list[str]] = {}
+        for config in content_registry:
+            sections.setdefault(config.get_section().lower(), []).append(config.label)
         for name in converse_request.sections:
-            label = sections.get(name.lower()) or name.lower()
+            labels = sections.get(name.lower()) or [name.lower()]
             try:
-                models.append(content_registry.get_config_by_label(label).label)
+                models.extend(content_registry.get_config_by_label(label).label for label in labels)
             except LookupError as exc:
                 raise errors.InvalidInput(
                     f"context.filters.sections: unknown section {name!r}.",
