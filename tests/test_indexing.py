@@ -227,3 +227,11 @@ def test_agent_reindex_keeps_an_object_published_again_while_it_runs(publish, dj
     assert counts["deleted"] == 0
     document = documents_of(Article).get(object_id=str(kettles.pk))  # its document was kept
     assert Passage.objects.filter(document=document).exists()
+
+
+@pytest.mark.parametrize("seconds", ["-1", "99999999999"])
+def test_agent_recover_jobs_refuses_an_age_out_of_range(seconds):
+    # (Here with the other commands' odd input.) A negative age would count every running job as lost and send it
+    # again; an age beyond the calendar crashed with an OverflowError traceback.
+    with pytest.raises(CommandError, match="--older-than"):
+        call_command("agent_recover_jobs", "--older-than", seconds, stdout=StringIO())

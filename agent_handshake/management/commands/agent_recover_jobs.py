@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from agent_handshake.concierge.jobs import recover
+
+#: The longest --older-than (ten years): beyond the calendar, the cutoff and the recovery backoff overflow.
+MAX_OLDER_THAN = 10 * 365 * 24 * 3600
 
 
 class Command(BaseCommand):
@@ -26,5 +29,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, older_than: int | None, **options: Any) -> None:
+        if older_than is not None and not 0 <= older_than <= MAX_OLDER_THAN:
+            raise CommandError(f"--older-than must be between 0 and {MAX_OLDER_THAN} seconds.")
         counts = recover(recovery_seconds=older_than)
         self.stdout.write(", ".join(f"{name.replace('_', ' ')}: {count}" for name, count in counts.items()))
