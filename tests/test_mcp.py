@@ -493,6 +493,25 @@ def test_resources_read_serves_the_sites_own_markdown(client, demo_content):
     ]
 
 
+def test_resources_leave_out_a_model_no_longer_registered(client, demo_content, registries):
+    """Unregistering a model leaves its documents in the table until they are removed: they are no longer listed or
+    read, as llms.txt and the markdown versions leave them out."""
+    from demo_site.videos.models import Video
+
+    video = Document.objects.filter(content_type__model="video").order_by("pk").first()
+    uri = f"http://testserver{video.url}"
+    _, body = rpc(client, "resources/read", {"uri": uri})
+    assert "result" in body
+    content_registry, _ = registries
+    content_registry.unregister(Video)
+    _, body = rpc(client, "resources/read", {"uri": uri})
+    assert body["error"]["code"] == -32002
+    _, body = rpc(client, "resources/list", {})
+    listed = {resource["uri"] for resource in body["result"]["resources"]}
+    assert uri not in listed
+    assert len(listed) > 2  # the other models' documents are still there
+
+
 def test_resources_read_never_fetches_a_uri(client, demo_content):
     hits = []
 
