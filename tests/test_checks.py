@@ -88,6 +88,8 @@ def test_w001_unknown_key():
         {"INSIGHTS_ENABLED": "yes"},
         {"INSIGHTS_RECORD_QUESTIONS": 1},
         {"INSIGHTS_FLUSH_SECONDS": -1},
+        {"MARKDOWN_SUFFIX": ""},  # every URL ends with it: every page would be the "/" document's markdown
+        {"MARKDOWN_SUFFIX": "/md"},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):
