@@ -630,3 +630,17 @@ def test_a_section_filter_covers_every_model_in_that_section(client, demo, monke
         assert urls
         assert urls <= in_section
         assert urls & set(Document.objects.filter(content_type__app_label=app_label).values_list("url", flat=True))
+
+
+def test_an_answer_written_while_the_model_was_down_is_not_served_from_the_cache(client, demo, fake_openai):
+    """The extractive stand-in for a model that did not answer is for that request only: once the model is back,
+    the same question gets the model's answer, not the stand-in from the cache."""
+    fake_openai.reply = lambda request: "Gyokuro is shaded for about three weeks before harvest [1]."
+    fake_openai.fail_next = [503]
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        _, down = ask(client, "Why is gyokuro shaded before harvest?")
+        _, back = ask(client, "Why is gyokuro shaded before harvest?")
+    assert down["meta"]["guardrail"] == "model_unavailable"
+    assert back["meta"]["cached"] is False
+    assert "guardrail" not in back["meta"]
+    assert back["response"]["answer"].startswith("Gyokuro is shaded for about three weeks")

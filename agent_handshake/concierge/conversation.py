@@ -351,7 +351,9 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
         if isinstance(result, Clarification):
             return _clarify(session, owner, result, query)
         reply, from_cache = result, False
-        if cache_key and app_settings.ANSWER_CACHE_TIMEOUT != 0:
+        # The extractive stand-in for a model that did not answer is for this request: cached, it would outlast
+        # the outage.
+        if cache_key and app_settings.ANSWER_CACHE_TIMEOUT != 0 and reply.guardrail != "model_unavailable":
             cache.set(cache_key, dataclasses.asdict(reply), app_settings.ANSWER_CACHE_TIMEOUT)
     add_daily_tokens(network, reply.tokens_used)  # spent, whether or not the turn is recorded
     return _record(session, owner, pending, question.text, standalone, reply, cached=from_cache)
