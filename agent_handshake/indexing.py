@@ -192,6 +192,26 @@ def documents_of(configs: Iterable[ContentConfig]) -> QuerySet[Document]:
     return Document.objects.filter(content_type__in=list(content_types))
 
 
+def remove_unregistered(batch_size: int = 500) -> dict[str, int]:
+    """Delete the Documents (and their passages) of models no longer registered, or gone: a model unregistered since
+    its documents were written keeps them in the table, where nothing serves them any more. Returns the count per
+    model label ("app_label.model")."""
+    registered = {
+        content_type.pk for content_type in ContentType.objects.get_for_models(*content_registry.models()).values()
+    }
+    removed: dict[str, int] = {}
+    left = Document.objects.exclude(content_type__in=registered)
+    for content_type_id in left.values_list("content_type", flat=True).distinct():
+        content_type = ContentType.objects.get_for_id(content_type_id)
+        label = f"{content_type.app_label}.{content_type.model}"
+        while ids := list(left.filter(content_type_id=content_type_id).values_list("pk", flat=True)[:batch_size]):
+            with transaction.atomic():
+                batch = Document.objects.filter(pk__in=ids)
+                delete_passages(batch)
+                removed[label] = removed.get(label, 0) + batch.delete()[0]
+    return removed
+
+
 def configs_for(labels: Iterable[str] | None) -> list[ContentConfig]:
     """The configs named by model labels ("blog.post"), or all of them."""
     if not labels:

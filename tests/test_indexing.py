@@ -150,6 +150,28 @@ def test_agent_reindex_all_models_and_errors():
         call_command("agent_reindex", "--model", "shop.order", stdout=StringIO())
 
 
+def test_agent_reindex_removes_the_documents_of_a_model_no_longer_registered(publish, registries):
+    """Unregistering a model left its documents and passages in the tables for good; a run over every model removes
+    them (a run with --model leaves other models alone), and their words leave the full-text statistics."""
+    publish(Article, title="Kettles", slug="kettles", body="Descale a zanzibarian kettle with citric acid.")
+    author = Author.objects.create(name="Mei Lin", slug="mei")
+    publish(Post, title="Gaiwan", slug="gaiwan", author=author, summary="s", body="Brew oolong.", status="published")
+    assert documents_of(Article).count() == 1
+    assert LexemeStat.objects.filter(lexeme="zanzibarian").exists()
+    content_registry, _ = registries
+    content_registry.unregister(Article)
+    call_command("agent_reindex", "--model", "blog.post", stdout=StringIO())
+    assert documents_of(Article).count() == 1  # --model: only the named model is visited
+    out = StringIO()
+    call_command("agent_reindex", stdout=out)
+    assert "testapp.article: 1 deleted (no longer registered)" in out.getvalue()
+    assert documents_of(Article).count() == 0
+    assert not Passage.objects.filter(model_label="testapp.article").exists()
+    assert not LexemeStat.objects.filter(lexeme="zanzibarian").exists()
+    assert documents_of(Post).count() == 1
+    assert Passage.objects.filter(model_label="blog.post").exists()
+
+
 def test_agent_reindex_rebuild_of_one_model_keeps_the_others(publish):
     publish(Article, title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
     author = Author.objects.create(name="Mei Lin", slug="mei")

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...indexing import configs_for, documents_of, index_passages, reindex_model
+from ...indexing import configs_for, documents_of, index_passages, reindex_model, remove_unregistered
 from ...registry import NotRegistered
 from ...retrieval.embeddings import EmbeddingUnavailable
 from ...retrieval.index import EmbeddingModelChanged, refresh_lexeme_stats, reset_index, reset_passages
@@ -14,7 +14,8 @@ from ...retrieval.index import EmbeddingModelChanged, refresh_lexeme_stats, rese
 class Command(BaseCommand):
     help = (
         "Bring the agent documents of registered models up to date. Unchanged objects are skipped, so an "
-        "interrupted run resumes where it stopped."
+        "interrupted run resumes where it stopped. Without --model, the documents of models no longer registered "
+        "are removed too."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -76,6 +77,9 @@ class Command(BaseCommand):
                     raise CommandError(str(exc)) from exc
                 summary += f"; {embedded} embedded"
             self.stdout.write(self.style.SUCCESS(f"{config.label}: {summary} ({time.monotonic() - started:.1f}s)"))
+        if not models:
+            for label, count in remove_unregistered(batch_size).items():
+                self.stdout.write(f"{label}: {count} deleted (no longer registered)")
         if not options["no_passages"]:
             lexemes = refresh_lexeme_stats()
             self.stdout.write(f"Full-text statistics rebuilt ({lexemes} lexemes).")
