@@ -230,6 +230,34 @@ def test_the_authenticated_token_budget_in_the_manifest_is_enforced(client, sett
         assert ask(query, anonymous["session_id"]).json()["status"] == "success"
 
 
+def test_a_verified_agent_on_the_anonymous_tier_has_the_anonymous_token_budget(
+    client, settings, demo_content, fake_openai
+):
+    """A DID trust tier's rate limits are a RATE_LIMITS tier, token budget included: an agent on the
+    unauthenticated tier (probation) does not get the authenticated budget because its credential is a key."""
+    from tests.test_verified_agents import Agent
+
+    limits = {
+        "unauthenticated": {"requests": "100/minute", "token_budget": "50/session"},
+        "authenticated": {"requests": "100/minute", "token_budget": "1000/session"},
+    }
+    tiers = [{"name": "probation", "min_trust": 0.0, "rate_limits": "unauthenticated", "scopes": []}]
+    configure(settings, **llm_settings(fake_openai, RATE_LIMITS=limits, DID_TRUST_TIERS=tiers))
+    agent = Agent(client)
+    assert agent.handshake()["tier"] == "probation"
+
+    def ask(query, session_id=None):
+        body = {"ahp": "0.1", "capability": "content_search", "query": query, "session_id": session_id}
+        return client.post(URL, json.dumps(body), content_type="application/json", **agent.headers)
+
+    first = ask("How is gyokuro grown?").json()
+    assert first["meta"]["tokens_used"] == fake_openai.usage_tokens == 42
+    assert ask("How do I brew sencha?", first["session_id"]).json()["status"] == "success"
+    refused = ask("What is hojicha?", first["session_id"])  # 84 >= 50, the unauthenticated budget
+    assert refused.status_code == 429, refused.json()
+    assert (refused.json()["scope"], refused.json()["retry_after"]) == ("session_tokens", None)
+
+
 def test_daily_token_budget_and_sessions_use_the_client_address_behind_a_proxy(
     client, settings, demo_content, fake_openai
 ):

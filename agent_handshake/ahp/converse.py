@@ -130,7 +130,11 @@ class ConverseView(AHPView):
                 input_prefix=self.input_prefix,
             )
             return invocation.respond()
-        owner = Owner(credentials.key if credentials else None, ratelimit.client_address(django_request))
+        owner = Owner(
+            credentials.key if credentials else None,
+            ratelimit.client_address(django_request),
+            credentials.rate_tier if credentials else None,
+        )
         question = Question(
             capability=capability,
             text=converse_request.query,

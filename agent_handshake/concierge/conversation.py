@@ -63,6 +63,9 @@ class Owner:
 
     api_key: ApiKey | None
     address: str | None
+    #: The ``RATE_LIMITS`` tier the requester is counted under (a verified agent's follows its trust), whose
+    #: ``token_budget`` its sessions have; None: by the session (``authenticated`` when started with a key).
+    tier: str | None = None
 
     def owns(self, session: ConverseSession) -> bool:
         if self.api_key is not None or session.api_key_id is not None:
@@ -316,7 +319,7 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
     standalone = standalone_query(query, turns) if not clarified and recalled is None else query
 
     network = network_of(owner.address)
-    _check_budgets(session, network)
+    _check_budgets(session, network, owner.tier)
     context = ConverseContext(
         capability=capability,
         query=standalone,
@@ -425,10 +428,10 @@ def _check_turns(session: ConverseSession) -> None:
         )
 
 
-def _check_budgets(session: ConverseSession, network: str) -> None:
+def _check_budgets(session: ConverseSession, network: str, tier: str | None = None) -> None:
     if get_answer_backend().name == "extractive":
         return  # budgets count model tokens; extractive answers spend none
-    budget = session_budget("authenticated" if session.api_key_id else "unauthenticated")
+    budget = session_budget(tier or ("authenticated" if session.api_key_id else "unauthenticated"))
     if budget and session.tokens_used >= budget:
         raise errors.RateLimited(
             "Token budget for this session has been exhausted.", scope="session_tokens", retry_after=None
