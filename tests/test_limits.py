@@ -257,6 +257,34 @@ def test_a_verified_agent_on_the_anonymous_tier_has_the_anonymous_token_budget(
     assert refused.status_code == 429, refused.json()
     assert (refused.json()["scope"], refused.json()["retry_after"]) == ("session_tokens", None)
 
+    # The same budget through the other doors: NLWeb's conversation and an MCP tool's session_id.
+    def nlweb(query, conversation_id=None):
+        meta = {"session_context": {"conversation_id": conversation_id}} if conversation_id else {}
+        body = {"query": {"text": query}, "meta": meta, "prefer": {"streaming": False, "mode": "summarize"}}
+        return client.post("/ask", json.dumps(body), content_type="application/json", **agent.headers)
+
+    # (Other questions: the answer cache has the three above, and a cached answer costs no tokens.)
+    started = nlweb("How is matcha made?").json()
+    conversation = started["_meta"]["session_context"]["conversation_id"]
+    assert nlweb("How do I store oolong?", conversation).status_code == 200
+    assert nlweb("What is a gaiwan?", conversation).status_code == 429
+
+    def mcp(query, session_id=None):
+        arguments = {"query": query} | ({"session_id": session_id} if session_id else {})
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "content_search", "arguments": arguments}}  # fmt: skip
+        headers = {
+            **agent.headers,
+            "HTTP_ACCEPT": "application/json, text/event-stream",
+            "HTTP_MCP_PROTOCOL_VERSION": "2025-06-18",
+        }
+        return client.post("/mcp", json.dumps(body), content_type="application/json", **headers).json()
+
+    called = mcp("What is pu-erh?")
+    session_id = called["result"]["structuredContent"]["session_id"]
+    assert not mcp("How do I make cold brew tea?", session_id)["result"].get("isError")
+    assert mcp("What is rooibos?", session_id)["result"]["isError"]
+
 
 def test_daily_token_budget_and_sessions_use_the_client_address_behind_a_proxy(
     client, settings, demo_content, fake_openai

@@ -130,11 +130,7 @@ class ConverseView(AHPView):
                 input_prefix=self.input_prefix,
             )
             return invocation.respond()
-        owner = Owner(
-            credentials.key if credentials else None,
-            ratelimit.client_address(django_request),
-            credentials.rate_tier if credentials else None,
-        )
+        owner = Owner.of(credentials, ratelimit.client_address(django_request))
         question = Question(
             capability=capability,
             text=converse_request.query,
@@ -157,7 +153,7 @@ class ConverseView(AHPView):
         django_request: Any,
     ) -> ConverseRequest | HttpResponseBase:
         """The request with the capability routing chose, or the clarification asking which one."""
-        owner = Owner(credentials.key if credentials else None, ratelimit.client_address(django_request))
+        owner = Owner.of(credentials, ratelimit.client_address(django_request))
         if converse_request.session_id:
             chosen, by_choice = routing.resume(
                 converse_request.session_id, owner, converse_request.clarification, capabilities

@@ -62,10 +62,9 @@ class Call:
         self.request = request
         self.capability = capability
         self.negotiated = negotiated
-        key = credentials.key if credentials else None
         self.call = calls.Call(
             capability=capability,
-            owner=Owner(key, ratelimit.client_address(request)),
+            owner=Owner.of(credentials, ratelimit.client_address(request)),
             request=request,
             protocol="ahp",
             query=converse_request.query,

@@ -318,7 +318,7 @@ class AgentSemanticProtocolView(FrontDoorView):
             response.workflow_steps.append(capability.name)
         else:
             authorize(capability, credentials)  # a scoped question needs its scope here too (403), as on AHP
-            owner = Owner(agent.key, ratelimit.client_address(request._request))
+            owner = Owner.of(credentials, ratelimit.client_address(request._request))
             question = Question(capability=capability, text=text, requesting_agent=(agent.agent_id or agent.did)[:200])
             turn = converse(question, owner)
             response.workflow_steps.append(capability.name)

@@ -67,6 +67,14 @@ class Owner:
     #: ``token_budget`` its sessions have; None: by the session (``authenticated`` when started with a key).
     tier: str | None = None
 
+    @classmethod
+    def of(cls, credentials: Any, address: str | None) -> Owner:
+        """The owner of a front door's request: its credentials' key and ``rate_tier`` (a verified agent's follows
+        its trust: a tier's token budget is its own, whatever the door), or none, and the client's address."""
+        if credentials is None:
+            return cls(None, address)
+        return cls(credentials.key, address, credentials.rate_tier)
+
     def owns(self, session: ConverseSession) -> bool:
         if self.api_key is not None or session.api_key_id is not None:
             return self.api_key is not None and session.api_key_id == self.api_key.pk

@@ -128,7 +128,7 @@ class Turn:
 
     @property
     def owner(self) -> Owner:
-        return Owner(self.request.auth.key if self.request.auth else None, self.address)
+        return Owner.of(self.request.auth, self.address)
 
     @property
     def address(self) -> str | None:

@@ -61,8 +61,7 @@ class Exchange:
 
     @property
     def owner(self) -> Owner:
-        key = self.credentials.key if self.credentials else None
-        return Owner(key, ratelimit.client_address(self.request._request))
+        return Owner.of(self.credentials, ratelimit.client_address(self.request._request))
 
 
 def offered() -> list[Capability]:

@@ -53,7 +53,7 @@ def base_url(request: Request) -> str:
 
 
 def owner_of(request: Request) -> Owner:
-    return Owner(request.auth.key if request.auth else None, ratelimit.client_address(request._request))
+    return Owner.of(request.auth, ratelimit.client_address(request._request))
 
 
 class NLWebView(FrontDoorView):

@@ -155,7 +155,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
         idempotency_key = request.headers.get("Idempotency-Key")
         if idempotency_key and not printable_ascii(idempotency_key):
             raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
-        owner = Owner(request.auth.key if request.auth else None, ratelimit.client_address(request._request))
+        owner = Owner.of(request.auth, ratelimit.client_address(request._request))
         call = calls.Call(
             capability=capability,
             owner=owner,
