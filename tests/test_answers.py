@@ -229,3 +229,19 @@ def test_the_sentence_after_the_lead_is_skipped_when_the_lead_already_says_it():
     )
     text, _ = answer("How long is gyokuro shaded before the harvest in May?", [passage], 60)
     assert text.startswith("Gyokuro is shaded for three weeks before the harvest in May. The shade raises"), text
+
+
+@pytest.mark.django_db
+def test_a_link_whose_text_is_a_number_is_not_a_citation(client, demo_content, publish):
+    # "[3](/articles/descale/)" is a link on the page, not the answer citing source 3: the answer must not be
+    # renumbered around it, nor source 3 listed first.
+    from tests.testapp.models import Article
+
+    body = "Descale the kettle with citric acid, as step [3](/articles/descale/) shows, then rinse it twice."
+    publish(Article, title="Descaling a kettle", slug="descale", body=body)
+    _, reply = ask(client, "How do I descale the kettle with citric acid?", context={"max_tokens": 200})
+    response = reply["response"]
+    assert len(response["sources"]) >= 3
+    assert response["sources"][0]["url"] == "/articles/descale/", response["sources"]
+    assert "step [3](/articles/descale/) shows" in response["answer"], response["answer"]
+    assert re.search(r"(?<!\])\[(\d+)\](?!\()", response["answer"]).group(1) == "1", response["answer"]

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http.request import validate_host
@@ -104,7 +105,8 @@ class ExtractiveAnswerer(AnswerBackend):
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
 DELIMITER = re.compile(r"<\s*/?\s*(sources?|question|system|instructions?|conversation|turn)\b", re.IGNORECASE)
 URL = re.compile(r"(?:https?://|www\.)[^\s<>()\[\]\"']+", re.IGNORECASE)
-CITATION = re.compile(r"\[(\d{1,3})\]")
+# A source number in square brackets; not the text of a link or image ("[3](/page/)" is a link on the page).
+CITATION = re.compile(r"\[(\d{1,3})\](?!\()")
 
 SYSTEM_PROMPT = """You are the concierge of the website "{site}". You answer questions that visiting AI agents \
 ask about the site, using only the numbered sources in the user message.
@@ -165,7 +167,8 @@ def build_messages(
 
 
 def _leaks_instructions(answer: str) -> bool:
-    if canary() in answer:
+    answer = unicodedata.normalize("NFKC", answer)
+    if canary().lower() in answer.lower():
         return True
     # Eight consecutive words of the rules, in order, are not a coincidence.
     rule_words = re.findall(r"[a-z]+", SYSTEM_PROMPT.split("Rules", 1)[1].lower())
@@ -177,8 +180,13 @@ def _leaks_instructions(answer: str) -> bool:
 NON_TEXT_ELEMENTS = re.compile(r"<(script|style|template|noscript)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 INNER_SPACES = re.compile(r"(?<=\S)[ \t]{2,}(?=\S)")
 # A markdown link or image: [text](target) or ![alt](target), with an optional title; the target may hold
-# balanced parentheses, as in CommonMark (``javascript:alert(1)``).
-MARKDOWN_LINK = re.compile(r"(!?)\[([^\]\n]*)\]\(\s*<?((?:[^\s<>()]|\([^\s<>()]*\))*)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+# balanced parentheses, as in CommonMark (``javascript:alert(1)``). The text holds no "[": a run of them would
+# each be read to the end of the line (quadratic).
+MARKDOWN_LINK = re.compile(r"(!?)\[([^\[\]\n]*)\]\(\s*<?((?:[^\s<>()]|\([^\s<>()]*\))*)>?(?:\s+\"[^\"\n]*\")?\s*\)")
+# Any other link target a markdown renderer reads: after "](" (a link MARKDOWN_LINK could not parse: a title in
+# single quotes or parentheses, brackets or a line break in the text, a link around an image) or in a reference
+# definition ("[id]: target"). A protocol-relative one (``//evil.example/x.png?d=...``) is no bare URL either.
+LINK_TARGET = re.compile(r"(\]\(\s*<?|^ {0,3}\[[^\[\]\n]+\]:[ \t]*<?)([^\s<>()]+)", re.MULTILINE)
 
 
 def strip_markup(text: str) -> str:
@@ -186,7 +194,13 @@ def strip_markup(text: str) -> str:
     removed (their text kept)."""
     if "<" not in text:
         return text
-    return strip_tags(NON_TEXT_ELEMENTS.sub(" ", text))
+    text = NON_TEXT_ELEMENTS.sub(" ", text)
+    try:
+        return strip_tags(text)
+    except SuspiciousOperation:
+        # Markup Django refuses to untangle (an open tag running on with many "<"): its tags go, and no "<" is
+        # left to start another.
+        return re.sub(r"<[^<>]*>", " ", text).replace("<", "‹")
 
 
 def site_hosts(evidence: Sequence[Evidence]) -> list[str]:
@@ -237,6 +251,14 @@ def clean_answer(answer: str, evidence: Sequence[Evidence]) -> tuple[str, str | 
         removed = True
         return "" if match.group(1) else match.group(2)
 
+    def link_target(match: re.Match[str]) -> str:
+        nonlocal removed
+        # Only a target with a slash, backslash or colon can leave the page (``evil.example`` is relative).
+        if allowed(match.group(2)) or not re.search(r"[/\\:]", match.group(2)):
+            return match.group(0)
+        removed = True
+        return match.group(1) + "[link removed]"
+
     def bare_url(match: re.Match[str]) -> str:
         nonlocal removed
         url = match.group(0).rstrip(".,;:")
@@ -246,6 +268,7 @@ def clean_answer(answer: str, evidence: Sequence[Evidence]) -> tuple[str, str | 
         return "[link removed]" + match.group(0)[len(url) :]
 
     answer = MARKDOWN_LINK.sub(markdown_link, answer)
+    answer = LINK_TARGET.sub(link_target, answer)
     answer = URL.sub(bare_url, answer)
     answer = INNER_SPACES.sub(" ", answer)  # where markup was taken out of a line (indentation is kept)
     return answer, "links_removed" if removed else None
@@ -301,14 +324,30 @@ class OpenAIAnswerer(AnswerBackend):
             return fallback
         tokens = completion.usage.total_tokens if completion.usage else 0
         text = completion.choices[0].message.content or ""
-        if _leaks_instructions(text):
-            logger.warning("An answer repeated the concierge's instructions; it was replaced")
-            fallback = ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
-            fallback.tokens_used = tokens
-            fallback.guardrail = "output_blocked"
-            return fallback
-        text, cited, guardrail = check_output(text, evidence)
-        return GeneratedAnswer(text, tokens_used=tokens, cited=cited, guardrail=guardrail, backend=self.name)
+        # A token is about four characters: sixteen a token is a server that ignored max_tokens.
+        too_long = len(text) > 16 * max_tokens
+        answer, cited, guardrail = check_output(text, evidence) if not too_long else ("", set(), None)
+        if not text.strip():
+            blocked = "model_unavailable"
+            logger.warning("The answer model at %s sent no text; answering extractively", self.base_url)
+        # The leak is looked for in the answer as served too: cleaning joins up what a zero-width space or an
+        # empty tag split. An answer the cleaning left without a word is none.
+        elif (
+            too_long
+            or _leaks_instructions(text)
+            or _leaks_instructions(answer)
+            or not re.search(r"\w", CITATION.sub("", answer))
+        ):
+            blocked = "output_blocked"
+            logger.warning(
+                "An answer was too long, repeated the concierge's instructions or had nothing left; it was replaced"
+            )
+        else:
+            return GeneratedAnswer(answer, tokens_used=tokens, cited=cited, guardrail=guardrail, backend=self.name)
+        fallback = ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
+        fallback.tokens_used = tokens
+        fallback.guardrail = blocked
+        return fallback
 
 
 _answerer: AnswerBackend | None = None
