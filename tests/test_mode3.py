@@ -118,6 +118,22 @@ def test_inventory_from_free_text(client, shop, ahp_schemas):
     assert str(product.stock) in body["response"]["answer"]
 
 
+def test_calls_in_a_session_count_against_its_turns(client, shop, settings):
+    """A MODE3 call with a session_id adds a turn to the session: SESSION_MAX_TURNS bounds them as it bounds
+    questions (15 calls left 15 turns on a session whose limit was 10), and the call past it is not run."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "SESSION_MAX_TURNS": 3}
+    asked = converse(client, {"capability": "check_inventory", "query": "Is it in stock?"})
+    assert asked.json()["status"] == "clarification_needed"  # no product named: a session asks for it
+    session_id = asked.json()["session_id"]
+    for _ in range(3):
+        body = {"capability": "check_inventory", "query": "LK-TEA-0001", "session_id": session_id}
+        assert converse(client, body).json()["status"] == "success"
+    refused = converse(client, {"capability": "check_inventory", "query": "LK-TEA-0001", "session_id": session_id})
+    assert refused.status_code == 429, refused.json()
+    assert refused.json()["scope"] == "session"
+    assert len(ConverseSession.objects.get(pk=session_id).turns) == 3
+
+
 def test_inventory_text_answer_fallback(client, shop):
     product = Product.objects.filter(is_active=True).first()
     response = converse(

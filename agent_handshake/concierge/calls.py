@@ -36,7 +36,7 @@ from ..models import ApiKey, ConverseSession, IdempotencyRecord, Job
 from ..registry import Capability
 from . import callbacks, errors, jobs
 from . import limits as ratelimit
-from .conversation import Owner, SessionError, load_session, new_session
+from .conversation import Owner, SessionError, check_turns, load_session, new_session
 from .invocation import (
     ActionFailed,
     Deferred,
@@ -223,6 +223,8 @@ class Call:
                 if self.strict_session:
                     error = errors.Gone if exc.status == 410 else errors.NotFound
                     raise error(exc.message, reason=exc.reason) from exc
+            if session is not None:
+                check_turns(session)  # a call is a turn of the session too: SESSION_MAX_TURNS bounds them all
             pending = (session.pending_clarification if session is not None else None) or {}
             if session is not None and pending.get("kind") == "input" and session.capability == capability.name:
                 gathered = dict(pending.get("input") or {})

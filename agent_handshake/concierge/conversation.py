@@ -296,7 +296,7 @@ def converse_steps(question: Question, owner: Owner) -> Generator[Ranked, None, 
 def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
     capability = question.capability
     session = _session(question, owner)
-    _check_turns(session)
+    check_turns(session)
 
     query = question.text
     filters = question.filters
@@ -423,11 +423,11 @@ def _locked(session: ConverseSession, owner: Owner) -> ConverseSession:
     if session._state.adding:
         return session  # started by this request: nobody else can see it yet
     session = _load(session.pk, owner, lock=True)
-    _check_turns(session)
+    check_turns(session)
     return session
 
 
-def _check_turns(session: ConverseSession) -> None:
+def check_turns(session: ConverseSession) -> None:
     if len(session.turns) >= app_settings.SESSION_MAX_TURNS:
         raise errors.RateLimited(
             f"This session has had its {app_settings.SESSION_MAX_TURNS} turns; start a new session.",
