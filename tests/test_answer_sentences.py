@@ -230,6 +230,8 @@ def test_long_runs_of_digits_or_markers_are_read_in_linear_time():
         Passage(2, f"Readings: {mixed} at the end.", "Readings"),
         Passage(3, f"Counts {listed} at the end.", "Counts"),
         Passage(4, f"Markers {'`' * 8000} at the end.", "Markers"),
+        # Each "[" started a link text read to the end of the line: 40,000 took about 5 s.
+        Passage(5, f"Brackets {'[' * 40000} at the end.", "Brackets"),
     ]
     questions = [
         "How long should tea steep?",

@@ -188,7 +188,8 @@ def terms(text: str) -> set[str]:
 NOT_ABOUT = frozenset(stem(word) for word in QUESTION_WORDS | VAGUE)
 
 
-LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]*)\)")
+#: A link or an image; its text holds no "[" (each "[" of a long run would read to the end of the line: quadratic).
+LINK = re.compile(r"(!?)\[([^\[\]]*)\]\(([^)\s]*)\)")
 #: A page's own footnote mark ("...harvest [3]."): its note is not quoted, and an answer's ``[n]`` are its citations
 #: of the site's sources alone (the concierge reads the first as the source the answer leads with).
 FOOTNOTE = re.compile(r"\s?\[\d{1,3}\]")
