@@ -26,6 +26,9 @@ def hashed_vector(text: str, dimensions: int) -> list[float]:
 
 
 class FakeOpenAI:
+    #: A reply with no choice at all (``"choices": []``), as a broken or filtering server sends.
+    NO_CHOICES = object()
+
     def __init__(self, dimensions: int = 64) -> None:
         self.dimensions = dimensions
         self.requests: list[dict[str, Any]] = []
@@ -91,6 +94,12 @@ class FakeOpenAI:
                     )
                 elif self.path.endswith("/chat/completions"):
                     text = fake.reply(payload)
+                    message = {"role": "assistant", "content": text}
+                    choices = (
+                        []
+                        if text is FakeOpenAI.NO_CHOICES
+                        else [{"index": 0, "finish_reason": "stop", "message": message}]
+                    )
                     self._send(
                         200,
                         {
@@ -98,9 +107,7 @@ class FakeOpenAI:
                             "object": "chat.completion",
                             "created": 0,
                             "model": payload.get("model"),
-                            "choices": [
-                                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                            ],
+                            "choices": choices,
                             "usage": {
                                 "prompt_tokens": fake.usage_tokens - 10,
                                 "completion_tokens": 10,

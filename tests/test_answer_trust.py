@@ -16,6 +16,7 @@ from agent_handshake.retrieval.hybrid import HybridRetriever
 from demo_site.blog.models import Post
 from demo_site.pages.models import Page
 from demo_site.shop.models import Product
+from tests.fake_openai import FakeOpenAI
 from tests.test_converse import ask, assert_valid_response, llm_settings
 
 pytestmark = pytest.mark.django_db
@@ -393,6 +394,7 @@ def uncited(text: str) -> str:
     "reply",
     [
         None,  # "content": null, as a model that stopped or was filtered sends
+        FakeOpenAI.NO_CHOICES,  # "choices": [], as a broken proxy or a content filter sends (was an IndexError)
         "",
         " \n ",
         "![chart](https://evil.example/c.png?d=1)",  # all of it removed by the cleaning

@@ -323,7 +323,8 @@ class OpenAIAnswerer(AnswerBackend):
             fallback.guardrail = "model_unavailable"
             return fallback
         tokens = completion.usage.total_tokens if completion.usage else 0
-        text = completion.choices[0].message.content or ""
+        # A server may send no choice at all (a content filter, a broken proxy): no text, as an empty one.
+        text = (completion.choices[0].message.content if completion.choices else None) or ""
         # A token is about four characters: sixteen a token is a server that ignored max_tokens.
         too_long = len(text) > 16 * max_tokens
         answer, cited, guardrail = check_output(text, evidence) if not too_long else ("", set(), None)
