@@ -198,7 +198,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         add_never_cache_headers(response)  # no-store: not kept by the browser either
         return response
 
-    @admin.action(description="Revoke the selected keys")
+    @admin.action(description="Revoke the selected keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: Any) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"{count} key(s) revoked.")

@@ -164,3 +164,20 @@ def test_a_new_api_keys_secret_is_shown_once_and_stored_nowhere(admin_client):
         following = admin_client.get(url)
         assert following.status_code == 200
         assert secret not in following.content.decode()
+
+
+def test_revoking_api_keys_needs_the_change_permission(client):
+    key, _ = ApiKey.objects.issue(AgentClient.objects.create(name="Crawler Co"))
+    user = editor("view_apikey", "view_agentclient")
+    client.force_login(user)
+    response = client.post(
+        "/admin/agent_handshake/apikey/", {"action": "revoke", "_selected_action": [key.pk], "index": "0"}
+    )
+    assert response.status_code in (200, 302)
+    key.refresh_from_db()
+    assert key.revoked_at is None  # a view-only user cannot revoke
+
+    user.user_permissions.add(Permission.objects.get(codename="change_apikey"))
+    client.post("/admin/agent_handshake/apikey/", {"action": "revoke", "_selected_action": [key.pk], "index": "0"})
+    key.refresh_from_db()
+    assert key.revoked_at is not None
