@@ -135,6 +135,12 @@ class ApiKeyForm(forms.ModelForm):
         model = ApiKey
         fields = ["client", "name", "scopes", "expires_at", "revoked_at"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            # What the operator changed is what differs from the page they were shown (see save_model).
+            field.show_hidden_initial = True
+
 
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
@@ -155,6 +161,20 @@ class AgentClientAdmin(admin.ModelAdmin):
     search_fields = ("name", "contact_email")
     inlines = [ApiKeyInline]
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None:
+            field.show_hidden_initial = True  # changed: differs from the page shown (see save_model)
+        return field
+
+    def save_model(self, request: HttpRequest, obj: AgentClient, form: Any, change: bool) -> None:
+        # Only what the operator changed: writing the rest of the copy loaded with the form would re-activate a
+        # client another operator deactivated meanwhile.
+        if not change:
+            super().save_model(request, obj, form, change)
+        elif form.changed_data:
+            obj.save(update_fields=form.changed_data)
+
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
@@ -173,7 +193,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
-            super().save_model(request, obj, form, change)
+            # Only what the operator changed: writing the rest of the copy loaded with the form would undo a
+            # revocation made meanwhile (the revoke action, another operator) and last_used_at.
+            if form.changed_data:
+                obj.save(update_fields=form.changed_data)
             return
         key, secret = ApiKey.objects.issue(
             obj.client, name=obj.name, scopes=list(obj.scopes or []), expires_at=obj.expires_at

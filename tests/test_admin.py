@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -166,6 +167,51 @@ def test_a_new_api_keys_secret_is_shown_once_and_stored_nowhere(admin_client):
         assert secret not in following.content.decode()
 
 
+class _FormFields(HTMLParser):
+    """What a browser would post back from an admin change page: every input, checked box, selected option and
+    textarea of its form, as shown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {key: value or "" for key, value in attrs}
+        name = a.get("name")
+        if tag == "input" and name and a.get("type") not in ("submit", "button", "file"):
+            if a.get("type") in ("checkbox", "radio") and "checked" not in a:
+                return
+            self.data.setdefault(name, []).append(a.get("value", "on" if a.get("type") == "checkbox" else ""))
+        elif tag == "select" and name:
+            self._select = name
+            self.data.setdefault(name, [])
+        elif tag == "option" and self._select and "selected" in a:
+            self.data[self._select].append(a.get("value", ""))
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.data[name] = [""]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.data[self._textarea][0] += data.lstrip("\n") if not self.data[self._textarea][0] else data
+
+
+def shown_form(client, url: str) -> dict[str, list[str]]:
+    page = client.get(url)
+    assert page.status_code == 200
+    parser = _FormFields()
+    parser.feed(page.content.decode())
+    return {name: values for name, values in parser.data.items() if name not in ("action", "q")}
+
+
 def test_revoking_api_keys_needs_the_change_permission(client):
     key, _ = ApiKey.objects.issue(AgentClient.objects.create(name="Crawler Co"))
     user = editor("view_apikey", "view_agentclient")
@@ -181,3 +227,47 @@ def test_revoking_api_keys_needs_the_change_permission(client):
     client.post("/admin/agent_handshake/apikey/", {"action": "revoke", "_selected_action": [key.pk], "index": "0"})
     key.refresh_from_db()
     assert key.revoked_at is not None
+
+
+def test_editing_a_key_keeps_a_revocation_made_meanwhile(admin_client, client):
+    """An operator edits a key's name while another revokes it: the edit must not bring the key back."""
+    agent = AgentClient.objects.create(name="Crawler Co")
+    key, secret = ApiKey.objects.issue(agent, name="old name")
+    url = f"/admin/agent_handshake/apikey/{key.pk}/change/"
+    form = shown_form(admin_client, url)  # the page the first operator is looking at
+
+    admin_client.post("/admin/agent_handshake/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
+    assert ApiKey.objects.get().revoked_at is not None
+
+    form["name"] = ["new name"]
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    key.refresh_from_db()
+    assert key.name == "new name"
+    assert key.revoked_at is not None
+    refused = client.post(
+        "/agent/converse", {"query": "tea"}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
+    )
+    assert refused.status_code == 401
+
+    # Clearing the revocation on a page that shows it still takes the key back into use.
+    form = shown_form(admin_client, url)
+    assert form["revoked_at_0"] != [""]
+    form["revoked_at_0"], form["revoked_at_1"] = [""], [""]
+    assert admin_client.post(url, form).status_code == 302
+    assert ApiKey.objects.get().revoked_at is None
+
+
+def test_editing_a_client_keeps_a_deactivation_made_meanwhile(admin_client):
+    agent = AgentClient.objects.create(name="Crawler Co")
+    url = f"/admin/agent_handshake/agentclient/{agent.pk}/change/"
+    form = shown_form(admin_client, url)
+
+    AgentClient.objects.filter(pk=agent.pk).update(is_active=False)  # another operator deactivates it
+
+    form["description"] = ["Runs the Crawler Co assistant."]
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    agent.refresh_from_db()
+    assert agent.description == "Runs the Crawler Co assistant."
+    assert agent.is_active is False
