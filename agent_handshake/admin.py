@@ -5,6 +5,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -33,6 +35,31 @@ from .models import (
 )
 from .registry import capability_registry, content_registry
 from .schema_templates import templates as schema_templates
+
+
+class OddLookupsRefusedChangeList(ChangeList):
+    """Django's list, refusing (``?e=1``, as for any lookup it cannot use) what it would turn into a 500: a NUL in
+    a filter (PostgreSQL refuses it in text) or a date-hierarchy year past 9999."""
+
+    def get_filters(self, request: HttpRequest) -> Any:
+        if any("\x00" in value for values in self.filter_params.values() for value in values):
+            raise IncorrectLookupParameters("A filter holds a NUL character.")
+        try:
+            return super().get_filters(request)
+        except (OverflowError, ValueError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+
+class OddLookupsRefused:
+    """For admins with text filters, a date hierarchy or text primary keys (jobs)."""
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return OddLookupsRefusedChangeList
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        if "\x00" in object_id:
+            return None  # not found (PostgreSQL refuses a NUL in a text key: a DataError, a 500)
+        return super().get_object(request, object_id, from_field)  # type: ignore[misc]
 
 
 class ContentSignalOverrideInline(admin.TabularInline):
@@ -97,7 +124,7 @@ class SiteProfileAdmin(admin.ModelAdmin):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(OddLookupsRefused, admin.ModelAdmin):
     """What agents see of each registered object. Derived data: read-only here, rebuilt by agent_reindex."""
 
     list_display = ("title", "content_type", "ahp_content_type", "url", "published_at", "updated_at")
@@ -264,7 +291,7 @@ CALLBACK_FIELDS = (
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnlyJobMixin, admin.ModelAdmin):
+class JobAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
     """Every async job and its callback delivery, read-only."""
 
     list_display = ("id", "capability", "status", "attempts", "created_at", "finished_at", "callback_state")
@@ -290,7 +317,7 @@ class DeskAnswerForm(forms.ModelForm):
 
 
 @admin.register(DeskRequest)
-class DeskRequestAdmin(ReadOnlyJobMixin, admin.ModelAdmin):
+class DeskRequestAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
     """The human desk: requests escalated by agents, waiting ones first. Saving an answer completes the job."""
 
     form = DeskAnswerForm
@@ -345,7 +372,7 @@ class TrustedActorKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Interaction)
-class InteractionAdmin(admin.ModelAdmin):
+class InteractionAdmin(OddLookupsRefused, admin.ModelAdmin):
     """IntentWeb interactions, read-only: what was asked, routed and collected, and how it ended."""
 
     list_display = ("interaction_id", "capability", "status", "external_id", "turns", "updated_at")
@@ -478,7 +505,7 @@ class ProposedFieldForm(forms.ModelForm):
 
 
 @admin.register(ProposedField)
-class ProposedFieldAdmin(admin.ModelAdmin):
+class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
     """Keys proposed from the differential semantic pool. An editor approves one (experimental: published in the
     template), then promotes it (stable) or retires it; or rejects it. For a capability that needs credentials,
     each decision needs the permission to change security-relevant keys."""

@@ -271,3 +271,37 @@ def test_editing_a_client_keeps_a_deactivation_made_meanwhile(admin_client):
     agent.refresh_from_db()
     assert agent.description == "Runs the Crawler Co assistant."
     assert agent.is_active is False
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/agent_handshake/job/?status=%00",
+        "/admin/agent_handshake/job/?capability__exact=%00",
+        "/admin/agent_handshake/job/?callback_state=%00",
+        "/admin/agent_handshake/job/?created_at__year=9999",
+        "/admin/agent_handshake/job/?created_at__year=99999999999",
+        "/admin/agent_handshake/job/?created_at__year=9999&created_at__month=12",
+        "/admin/agent_handshake/deskrequest/?status=%00",
+        "/admin/agent_handshake/document/?ahp_content_type=%00",
+        "/admin/agent_handshake/document/?updated_at__year=9999",
+        "/admin/agent_handshake/interaction/?capability=%00",
+        "/admin/agent_handshake/proposedfield/?status__exact=%00",
+        "/admin/agent_handshake/proposedfield/?capability=%00",
+    ],
+)
+def test_odd_filters_in_admin_lists_are_refused_not_a_server_error(admin_client, url):
+    from agent_handshake.models import Job
+
+    Job.objects.create(capability="compile_report", query="tea")
+    response = admin_client.get(url)
+    assert response.status_code == 302  # Django's answer to lookups it cannot use: the list again, with ?e=1
+    assert response["Location"].endswith("?e=1")
+    assert admin_client.get("/admin/agent_handshake/job/?created_at__year=2024&status=queued").status_code == 200
+
+
+@pytest.mark.parametrize("view", ["change", "history", "delete"])
+@pytest.mark.parametrize("model", ["job", "deskrequest"])
+def test_a_nul_in_a_jobs_admin_url_is_not_found_not_a_server_error(admin_client, model, view):
+    response = admin_client.get(f"/admin/agent_handshake/{model}/job%00id/{view}/")
+    assert response.status_code in (302, 403)  # not found (the admin redirects with a message); no deleting jobs
