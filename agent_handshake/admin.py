@@ -104,6 +104,17 @@ class SiteProfileAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and not SiteProfile.objects.exists()
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None and db_field.model is SiteProfile:
+            field.show_hidden_initial = True  # changed: differs from the page shown (see save_model)
+        return field
+
+    def save_model(self, request: HttpRequest, obj: SiteProfile, form: Any, change: bool) -> None:
+        # Only what the editor changed: writing the rest of the copy loaded with the form would undo a content
+        # signal (or any field) another editor saved meanwhile. updated_at always: it names the new state.
+        obj.save(update_fields=[*form.changed_data, "updated_at"] if change else None)
+
     def has_delete_permission(self, request: HttpRequest, obj: SiteProfile | None = None) -> bool:
         return False
 

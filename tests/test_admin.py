@@ -305,3 +305,21 @@ def test_odd_filters_in_admin_lists_are_refused_not_a_server_error(admin_client,
 def test_a_nul_in_a_jobs_admin_url_is_not_found_not_a_server_error(admin_client, model, view):
     response = admin_client.get(f"/admin/agent_handshake/{model}/job%00id/{view}/")
     assert response.status_code in (302, 403)  # not found (the admin redirects with a message); no deleting jobs
+
+
+def test_editing_the_profile_keeps_a_signal_changed_meanwhile(admin_client, django_capture_on_commit_callbacks):
+    SiteProfile.objects.create(name="Lantern & Kettle", ai_train=False)
+    form = shown_form(admin_client, CHANGE_URL)  # one editor's page
+
+    profile = SiteProfile.objects.get()  # another editor allows AI training meanwhile
+    profile.ai_train = True
+    profile.save()
+
+    form["description"] = ["Loose-leaf tea since 1920."]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(CHANGE_URL, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    profile.refresh_from_db()
+    assert profile.description == "Loose-leaf tea since 1920."
+    assert profile.ai_train is True
+    assert admin_client.get("/.well-known/agent.json").json()["content_signals"]["ai_train"] is True
