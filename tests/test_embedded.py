@@ -186,3 +186,69 @@ def test_stopping_the_demo_stops_its_children_and_the_server(demo_env, how):
         if leftover is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(leftover, signal.SIGINT)
+
+
+@pytest.mark.slow
+def test_the_last_user_stops_the_server_after_another_user_was_killed(tmp_path):
+    """A user killed without saying goodbye (SIGKILL, the OOM killer, demo_serve's last resort) must not keep the
+    server running once the last live user stops."""
+    data_dir = tmp_path / "pgdata"
+    users = []
+    try:
+        for _ in range(2):  # one after the other: the second attaches to the first's server
+            user = subprocess.Popen(
+                [sys.executable, "-c", USES_THE_SERVER, str(data_dir), "wait"],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            users.append(user)
+            assert user.stdout.readline().strip() == "ready", user.stderr.read()
+        postmaster = postmaster_pid(data_dir)
+        assert postmaster is not None
+        killed, last = users
+        killed.kill()
+        killed.wait()
+        last.terminate()
+        last.wait(90)
+        assert_server_stops(data_dir, postmaster)
+    finally:
+        for user in users:
+            if user.poll() is None:
+                user.kill()
+        leftover = postmaster_pid(data_dir)
+        if leftover is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(leftover, signal.SIGINT)
+
+
+STARTS_AT_ONCE = """
+import sys
+from agent_handshake.embedded import database_settings
+database_settings(sys.argv[1], name="started_at_once")
+"""
+
+
+@pytest.mark.slow
+def test_processes_starting_at_once_all_get_the_database(tmp_path):
+    """A web process and its workers (gunicorn, Celery) started together on a new data directory: each one finds
+    the database, none fails because another created it first."""
+    data_dir = tmp_path / "pgdata"
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-c", STARTS_AT_ONCE, str(data_dir)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    failures = []
+    for start in starts:
+        _, stderr = start.communicate(timeout=120)
+        if start.returncode != 0:
+            failures.append(stderr.strip().splitlines()[-1])
+    assert failures == []
+    assert postmaster_pid(data_dir) is None  # and the last one out stopped the server
