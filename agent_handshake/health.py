@@ -33,7 +33,11 @@ class VectorDatabase(Database):
     """The database answers and has the ``vector`` extension installed (the passages' embeddings need it)."""
 
     def run(self) -> None:
-        super().run()
+        try:
+            super().run()
+        except ServiceUnavailable as exc:
+            # Its message is the driver's first line, which can name the database's host.
+            raise ServiceUnavailable("Could not connect to the database") from exc
         connection = connections[self.alias]
         try:
             with connection.temporary_connection() as cursor:
@@ -54,6 +58,7 @@ class Embeddings(HealthCheck):
 
     def run(self) -> None:
         from .retrieval.embeddings import EmbeddingUnavailable, get_embedding_backend
+        from .retrieval.index import EmbeddingModelChanged, current_index
 
         try:
             backend = get_embedding_backend()
@@ -62,6 +67,14 @@ class Embeddings(HealthCheck):
             raise ServiceUnavailable("The embedding backend cannot embed") from exc
         if vectors.shape[0] != 1 or not vectors.any():
             raise ServiceUnavailable("The embedding backend returned no vector")
+        if vectors.shape[1] != backend.dimensions:
+            raise ServiceUnavailable("The embedding backend returned vectors of another size")
+        try:
+            current_index(backend, create=False)
+        except EmbeddingModelChanged as exc:  # every search would answer 503 until the passages are embedded again
+            raise ServiceUnavailable("The passages hold another model's vectors (run agent_reindex --rebuild)") from exc
+        except DatabaseError:
+            pass  # VectorDatabase reports the database
 
 
 @dataclasses.dataclass

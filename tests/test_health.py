@@ -108,3 +108,53 @@ def test_database_without_the_vector_extension(database_without_pgvector, tmp_pa
         == "Unavailable: The vector extension is not installed (run migrate)"
     )
     assert result["body"]["Embeddings()"] == result["body"]["IndexingBroker()"] == "OK"
+
+
+@pytest.mark.django_db(transaction=True)  # the checks run in threads, on connections of their own
+def test_embedding_model_changed_since_the_passages_were_embedded(client, fake_openai):
+    """Another model than the passages' (no ``agent_reindex --rebuild`` yet): every search answers 503, so the node
+    is not healthy although the new model embeds."""
+    from agent_handshake.models import EmbeddingIndex
+
+    EmbeddingIndex.objects.create(model_id="sentence-transformers/all-MiniLM-L6-v2", dimensions=384)
+    embeddings = {
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {"base_url": fake_openai.base_url, "max_retries": 0},
+    }
+    with override_settings(AGENT_HANDSHAKE=embeddings):
+        status, body = health(client)
+    assert status == 500
+    assert body["Embeddings()"] == (
+        "Unavailable: The passages hold another model's vectors (run agent_reindex --rebuild)"
+    )
+
+
+def test_embedding_server_answering_with_vectors_of_another_size(client, fake_openai):
+    """A server that ignores the configured ``dimensions`` (the fake one gives 64) cannot fill the index."""
+    embeddings = {
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {"base_url": fake_openai.base_url, "max_retries": 0, "dimensions": 32},
+    }
+    with override_settings(AGENT_HANDSHAKE=embeddings):
+        status, body = health(client)
+    assert status == 500
+    assert body["Embeddings()"] == "Unavailable: The embedding backend returned vectors of another size"
+
+
+@pytest.mark.django_db(databases=[])
+def test_an_unknown_database_host_is_not_published(tmp_path):
+    """The database's address stays in the log: django-health-check's own message names a host it cannot resolve."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": "postgres://site:secret@db-primary.internal.invalid:5432/site",
+        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", HEALTH_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == 500
+    assert result["body"]["VectorDatabase(alias='default')"] == "Unavailable: Could not connect to the database"
+    assert "internal" not in json.dumps(result["body"])
