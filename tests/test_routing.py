@@ -520,3 +520,15 @@ def test_opening_hours_are_asked_of_contact(demo_content, query):
     capabilities = [*(c for c in capability_registry.available() if c.handler), capability_registry.get("contact")]
     default = capability_registry.get("content_search")
     assert routing.route(query, capabilities, default=default).chosen is capability_registry.get("contact")
+
+
+def test_routing_while_the_vectors_are_another_models_is_a_503_naming_the_rebuild(client, demo_content):
+    """A request that names no capability while the passages hold another model's vectors: the content's fit (the
+    nearest passage) cannot be measured, which was an uncaught EmbeddingModelChanged, a 500; it is unavailable, as
+    for a request that names content_search."""
+    EmbeddingIndex.objects.update(model_id="another-model")  # rolled back after the test
+    caches[app_settings.CACHE_ALIAS].clear()
+    response, body = ask(client, CONTENT_QUESTION)
+    assert response.status_code == 503, body
+    assert body["code"] == "unavailable"
+    assert "agent_reindex --rebuild" in body["message"]

@@ -421,7 +421,12 @@ def content_fit(vector: np.ndarray, capability: Capability, excluding: Sequence[
         if not models:
             return 0.0
     retriever = HybridRetriever()
-    nearest = retriever.vector_candidates(vector, Filters(models=models), 1)
+    try:
+        nearest = retriever.vector_candidates(vector, Filters(models=models), 1)
+    except EmbeddingModelChanged as exc:
+        # The content's fit cannot be measured until the passages are embedded again with the configured model.
+        logger.exception("Routing is unavailable")
+        raise errors.Unavailable(f"Routing is unavailable right now: {exc}") from exc
     return nearest[0][1] if nearest else 0.0
 
 
