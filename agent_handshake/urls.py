@@ -30,7 +30,7 @@ Every path the app serves, in one place:
 ======================================  =========================================================
 """
 
-from django.urls import path
+from django.urls import path, re_path
 
 from . import views
 from .ahp.capabilities import CapabilityView
@@ -46,6 +46,9 @@ from .openapi.views import APIDocsAssetView, APIDocsView, OpenAPIView
 from .schema_templates.views import SchemaTemplatesView, SchemaTemplateView
 
 app_name = "agent_handshake"
+#: An id or a name in a URL, whatever it holds (a slash, a line break): the view answers for it in its protocol's
+#: JSON, not the site's HTML 404 (``<str:>`` stops at "/", ``<path:>`` at a line break).
+ANYTHING = r"[\s\S]+"
 
 urlpatterns = [
     path(".well-known/agent.json", views.ManifestView.as_view(), name="manifest"),
@@ -53,11 +56,11 @@ urlpatterns = [
     path("llms-full.txt", views.LlmsFullTxtView.as_view(), name="llms_full_txt"),
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
     path("agent/converse", ConverseView.as_view(), name="converse"),
-    path("agent/converse/status/<path:session_id>", JobStatusView.as_view(), name="converse_status"),
+    re_path(rf"^agent/converse/status/(?P<session_id>{ANYTHING})$", JobStatusView.as_view(), name="converse_status"),
     path("agent/handshake", HandshakeView.as_view(), name="handshake"),
     path("agent/handshake/verify", HandshakeVerifyView.as_view(), name="handshake_verify"),
     path("agent/asp", AgentSemanticProtocolView.as_view(), name="asp"),
-    path("capabilities/<path:name>", CapabilityView.as_view(), name="capability"),
+    re_path(rf"^capabilities/(?P<name>{ANYTHING})$", CapabilityView.as_view(), name="capability"),
     path("ask", AskView.as_view(), name="nlweb_ask"),
     path("await", AwaitView.as_view(), name="nlweb_await"),
     path("mcp", MCPView.as_view(), name="mcp"),
@@ -66,7 +69,7 @@ urlpatterns = [
     path("intent-ui/", IntentPageView.as_view(), name="intent_ui"),
     path("intent-ui/message", IntentPageMessageView.as_view(), name="intent_ui_message"),
     path("schema-templates", SchemaTemplatesView.as_view(), name="schema_templates"),
-    path("schema-templates/<path:scenario>", SchemaTemplateView.as_view(), name="schema_template"),
+    re_path(rf"^schema-templates/(?P<scenario>{ANYTHING})$", SchemaTemplateView.as_view(), name="schema_template"),
     path("openapi.json", OpenAPIView.as_view(), name="openapi"),
     path("agent/api-docs/", APIDocsView.as_view(), name="api_docs"),
     path("agent/api-docs/<str:name>", APIDocsAssetView.as_view(), name="api_docs_asset"),

@@ -109,10 +109,10 @@ def test_nul_in_the_job_status_path_is_a_400(client, secret):
     assert_rate_headers(response)
 
 
-@pytest.mark.parametrize("slash", ["%2F", "/"])
+@pytest.mark.parametrize("slash", ["%2F", "/", "%0A", "%0D%0A"])
 def test_a_slash_in_an_id_gets_the_protocol_error_not_the_site_404(client, secret, slash):
-    """An id or name with a slash in it (an encoded one is decoded before routing) reaches the app's own view, which
-    answers in its protocol's JSON, instead of falling through to the site's HTML 404."""
+    """An id or name with a slash or a line break in it (an encoded one is decoded before routing) reaches the app's
+    own view, which answers in its protocol's JSON, instead of falling through to the site's HTML 404."""
     status = client.get(STATUS + f"job{slash}id", headers={"Authorization": f"Bearer {secret}"})
     assert assert_ahp_error(status, 404)["reason"] == "unknown_session"
     assert_rate_headers(status)
