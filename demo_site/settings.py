@@ -4,15 +4,33 @@ With DATABASE_URL unset it runs on the embedded PostgreSQL in ``.pgdata/`` (star
 """
 
 import os
+import sys
 from pathlib import Path
 
 from agent_handshake.embedded import database_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-not-secret-3b9f1c2e7a")
+DEMO_SECRET_KEY = "demo-only-not-secret-3b9f1c2e7a"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", DEMO_SECRET_KEY)
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
+
+# The defaults are for 127.0.0.1 only: with DEBUG on, demo_load creates admin/admin and an API key with every
+# scope whose secret follows from this public SECRET_KEY (the README prints it). Served for real, say so loudly.
+_served_beyond_this_machine = bool(set(ALLOWED_HOSTS) - {"127.0.0.1", "localhost", "[::1]"})
+_unsafe = []
+if DEBUG and _served_beyond_this_machine:
+    _unsafe.append("DEBUG is on (DJANGO_DEBUG=0 turns it off)")
+if SECRET_KEY == DEMO_SECRET_KEY and (not DEBUG or _served_beyond_this_machine):
+    _unsafe.append("SECRET_KEY is the demo's public one (set DJANGO_SECRET_KEY)")
+if _unsafe:
+    sys.stderr.write(
+        "\nWARNING: demo_site.settings is not safe to deploy: "
+        + "; ".join(_unsafe)
+        + ". These settings are for a demo on 127.0.0.1; the admin/admin login and the demo API key with every "
+        "scope (created with DEBUG on) work for anyone who read the README.\n\n"
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",

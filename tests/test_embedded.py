@@ -252,3 +252,33 @@ def test_processes_starting_at_once_all_get_the_database(tmp_path):
             failures.append(stderr.strip().splitlines()[-1])
     assert failures == []
     assert postmaster_pid(data_dir) is None  # and the last one out stopped the server
+
+
+def demo_settings_stderr(tmp_path, **environ: str) -> str:
+    """What loading the demo's settings writes on stderr (no server: DATABASE_URL is set, nothing connects)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
+    env.update(DATABASE_URL="postgres://u:p@127.0.0.1:9/x", AGENT_HANDSHAKE_QUEUE_DIR=str(tmp_path), **environ)
+    done = subprocess.run(
+        [sys.executable, "-c", "import demo_site.settings"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"DJANGO_ALLOWED_HOSTS": "shop.example.com"},  # served to the world with the defaults: DEBUG on, public key
+        {"DJANGO_ALLOWED_HOSTS": "shop.example.com", "DJANGO_SECRET_KEY": "s3cret-from-the-vault"},  # DEBUG still on
+        {"DJANGO_DEBUG": "0"},  # production mode, with the key printed in the README
+    ],
+)
+def test_demo_settings_deployed_unsafely_warn_loudly(tmp_path, environ):
+    """The demo's defaults (DEBUG on, a SECRET_KEY everyone knows, so the README's all-scopes API key and the
+    admin/admin login work anywhere) are for 127.0.0.1 only: set up to be served for real, they say so."""
+    stderr = demo_settings_stderr(tmp_path, **environ)
+    assert "WARNING: demo_site.settings is not safe to deploy" in stderr, stderr
+
+
+def test_the_demo_as_make_demo_runs_it_does_not_warn(tmp_path):
+    assert demo_settings_stderr(tmp_path) == ""
