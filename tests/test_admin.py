@@ -288,6 +288,7 @@ def test_editing_a_client_keeps_a_deactivation_made_meanwhile(admin_client):
         "/admin/agent_handshake/interaction/?capability=%00",
         "/admin/agent_handshake/proposedfield/?status__exact=%00",
         "/admin/agent_handshake/proposedfield/?capability=%00",
+        "/admin/agent_handshake/contentgap/?status=%00",
     ],
 )
 def test_odd_filters_in_admin_lists_are_refused_not_a_server_error(admin_client, url):

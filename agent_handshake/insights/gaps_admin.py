@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 
+from ..admin_lookups import OddLookupsRefused
 from ..conf import app_settings
 from ..models import ContentGap
 from . import gaps
@@ -21,7 +22,7 @@ VIEW_INSIGHTS = "agent_handshake.view_insights"
 
 
 @admin.register(ContentGap)
-class ContentGapAdmin(admin.ModelAdmin):
+class ContentGapAdmin(OddLookupsRefused, admin.ModelAdmin):
     list_display = ("label", "count", "last_seen", "nearest_page", "status")
     list_display_links = ("label",)
     list_filter = ("status",)
