@@ -30,8 +30,8 @@ def lock_waiters() -> int:
         return cursor.fetchone()[0]
 
 
-def run_twice_at_once(article: Article) -> list[BaseException]:
-    errors: list[BaseException] = []
+def indexing_thread(article: Article, errors: list[BaseException]) -> threading.Thread:
+    """A thread that indexes ``article`` on its own connection, its exception (if any) in ``errors``."""
 
     def index() -> None:
         try:
@@ -41,7 +41,12 @@ def run_twice_at_once(article: Article) -> list[BaseException]:
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=index) for _ in range(2)]
+    return threading.Thread(target=index)
+
+
+def run_twice_at_once(article: Article) -> list[BaseException]:
+    errors: list[BaseException] = []
+    threads = [indexing_thread(article, errors) for _ in range(2)]
     with transaction.atomic():
         list(LexemeStat.objects.select_for_update())
         for thread in threads:
@@ -105,16 +110,7 @@ def test_a_removal_that_waited_for_the_document_keeps_it_when_its_object_came_ba
     article = Article.objects.create(title="Kettles", slug="kettles", body="Rinse the kettle with citric acid.")
     Article.objects.filter(pk=article.pk).update(published=False)  # the run below finds it gone
     errors: list[BaseException] = []
-
-    def remove() -> None:
-        try:
-            sync_and_index("testapp", "article", str(article.pk))
-        except BaseException as exc:  # reported by the test
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=remove)
+    thread = indexing_thread(article, errors)  # it finds the article gone: a removal
     with transaction.atomic():
         list(documents_of_articles().select_for_update())  # another run writing the document holds its row
         thread.start()
