@@ -282,3 +282,25 @@ def test_demo_settings_deployed_unsafely_warn_loudly(tmp_path, environ):
 
 def test_the_demo_as_make_demo_runs_it_does_not_warn(tmp_path):
     assert demo_settings_stderr(tmp_path) == ""
+
+
+@pytest.mark.slow
+def test_the_demo_on_a_port_in_use_fails_and_stops_everything(demo_env):
+    """runserver cannot listen (another demo, another server): demo_serve says so and fails, so ``make demo`` does
+    too, and the worker and the embedded PostgreSQL stop with it."""
+    data_dir = demo_env["AGENT_HANDSHAKE_PGDATA"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        demo = subprocess.run(
+            [sys.executable, "manage.py", "demo_serve", "--port", str(port)],
+            cwd=ROOT,
+            env=demo_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert "Stopped because web exited." in demo.stderr, demo.stderr
+    assert demo.returncode != 0
+    assert postmaster_pid(data_dir) is None

@@ -13,7 +13,7 @@ import sys
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from demo_site.pages.demo_key import curl_examples, demo_secret
 
@@ -67,6 +67,8 @@ class Command(BaseCommand):
             self.stdout.write("Ctrl-C stops everything.\n")
             while not stopping and all(child.poll() is None for child in children.values()):
                 time.sleep(0.3)
+            # A child that stopped before we asked it to (runserver on a port in use) failed, whatever its code.
+            exited = [] if stopping else [name for name, child in children.items() if child.poll() is not None]
         finally:
             for child in children.values():
                 if child.poll() is None:
@@ -79,6 +81,5 @@ class Command(BaseCommand):
                     self.stderr.write(f"{name} did not stop; killing it")
                     child.kill()
                     child.wait()
-        failed = [name for name, child in children.items() if child.returncode not in (0, -2, 1) and not stopping]
-        if failed:
-            self.stderr.write(f"Stopped because {', '.join(failed)} exited.")
+        if exited:
+            raise CommandError(f"Stopped because {', '.join(exited)} exited.")
