@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 from io import StringIO
 from itertools import pairwise
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
+from agent_handshake import state
 from agent_handshake.models import Document, EmbeddingIndex, Passage
 from agent_handshake.retrieval.chunking import split_markdown
+from agent_handshake.retrieval.clustering import cluster
 from agent_handshake.retrieval.embeddings import EmbeddingUnavailable, OpenAIEmbeddings
 from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
 from tests.testapp.models import Article
@@ -241,3 +245,50 @@ def test_a_new_embedding_model_requires_a_rebuild(client, articles, fake_openai)
         response = client.post("/agent/converse", body, content_type="application/json")
         assert response.status_code == 200, response.content
         assert response.json()["response"]["sources"][0]["url"] == "/articles/cold-brew/"
+
+
+@pytest.mark.django_db
+def test_a_model_unregistered_since_its_passages_were_written_is_not_served(client, articles, registries):
+    """Its documents stay in the table until agent_reindex removes them; an unrestricted search (no model filter)
+    served them meanwhile, through every door and in routing's content fit."""
+    content, _ = registries
+    body = json.dumps({"capability": "content_search", "query": "How do I stop my iron kettle from rusting?"})
+    response = client.post("/agent/converse", body, content_type="application/json")
+    assert response.json()["response"]["sources"][0]["url"] == "/articles/tetsubin/"
+    content.unregister(Article)
+    state.invalidate()  # as the restart that deploys the change would
+    response = client.post("/agent/converse", body, content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert not any(s["url"].startswith("/articles/") for s in response.json()["response"]["sources"])
+    retriever = HybridRetriever()
+    assert not retriever.search("kettle rusts", mode="text")
+    assert not retriever.search("kettle rusts", mode="vector")
+
+
+def test_merging_clusters_costs_no_more_than_forming_them():
+    """The merge step recomputed every pair of centroids' similarity after each merge: with many clusters to merge
+    (300 pairs that the order split, each brought together by a later vector) it took 25 times as long as forming
+    the clusters did (2.5 s); now a merge updates the merged cluster's similarities only."""
+    pairs = 300
+    basis = np.eye(2 * pairs)
+
+    def at(degrees: float) -> np.ndarray:  # one vector per pair, in the pair's own plane
+        return np.cos(np.radians(degrees)) * basis[0::2] + np.sin(np.radians(degrees)) * basis[1::2]
+
+    # At 0.8 (36.9°): 0° and 40° start two clusters; 15° joins the first, whose centroid (7.5°) is then alike
+    # to the second's (cos 32.5° = 0.84), so the two are merged.
+    apart, merged = np.vstack([at(0), at(40)]), np.vstack([at(0), at(40), at(15)])
+
+    def best_time(vectors: np.ndarray) -> tuple[float, list]:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            groups = cluster(vectors, 0.8)
+            times.append(time.perf_counter() - started)
+        return min(times), groups
+
+    forming, groups = best_time(apart)
+    assert len(groups) == 2 * pairs
+    merging, groups = best_time(merged)
+    assert sorted(group.members for group in groups) == [[k, pairs + k, 2 * pairs + k] for k in range(pairs)]
+    assert merging < 6 * forming + 0.05

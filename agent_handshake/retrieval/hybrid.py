@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from .. import state
 from ..conf import app_settings
 from ..models import LexemeStat, Passage, Posting
+from ..registry import content_registry
 from .embeddings import EmbeddingBackend, get_embedding_backend
 from .index import current_index
 
@@ -39,10 +40,10 @@ class Filters:
     documents: Sequence[int] | None = None
 
     def sql(self) -> tuple[str, list]:
-        clauses, params = [], []
-        if self.models:
-            clauses.append("model_label = ANY(%s)")
-            params.append(list(self.models))
+        # No models named: the registered ones. A model unregistered since its documents were written keeps their
+        # passages in the table until agent_reindex removes them (indexing.remove_unregistered); nothing serves them.
+        registered = [config.label for config in content_registry]
+        clauses, params = ["model_label = ANY(%s)"], [list(self.models) or registered]
         if self.content_types:
             clauses.append("ahp_content_type = ANY(%s)")
             params.append(list(self.content_types))
