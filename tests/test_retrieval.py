@@ -292,3 +292,13 @@ def test_merging_clusters_costs_no_more_than_forming_them():
     merging, groups = best_time(merged)
     assert sorted(group.members for group in groups) == [[k, pairs + k, 2 * pairs + k] for k in range(pairs)]
     assert merging < 6 * forming + 0.05
+
+
+def test_the_embedding_cache_keeps_one_models_sizes_apart(fake_openai):
+    """One model at two sizes (the openai backend's ``dimensions`` option): the cache was the model's, so after the
+    setting changed in the process the query's stored vector of the old size was served, a 500 in the SQL cast."""
+    full = OpenAIEmbeddings(model="fake-embed", base_url=fake_openai.base_url, max_retries=0)
+    assert full.embed(["sencha in two sizes"]).shape == (1, 64)
+    fake_openai.dimensions = 32
+    shortened = OpenAIEmbeddings(model="fake-embed", dimensions=32, base_url=fake_openai.base_url, max_retries=0)
+    assert shortened.embed(["sencha in two sizes"]).shape == (1, 32)

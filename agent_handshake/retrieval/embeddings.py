@@ -26,7 +26,7 @@ from django.utils.module_loading import import_string
 from ..compat import openai_client
 from ..conf import SETTING_NAME, app_settings
 
-_caches: dict[str, tuple[OrderedDict[str, np.ndarray], threading.Lock]] = {}
+_caches: dict[tuple[str, int], tuple[OrderedDict[str, np.ndarray], threading.Lock]] = {}
 _caches_lock = threading.Lock()
 
 
@@ -78,9 +78,11 @@ class EmbeddingBackend(abc.ABC):
         return self.embed([text])[0]
 
     def _cache(self) -> tuple[OrderedDict[str, np.ndarray], threading.Lock]:
-        # One cache per model for the whole process, so it outlives backend instances (settings reloads).
+        # One cache per model for the whole process, so it outlives backend instances (settings reloads); and per
+        # size, since one model may give vectors of several (the openai backend's ``dimensions``).
+        key = (self.model_id, self.dimensions)
         with _caches_lock:
-            return _caches.setdefault(self.model_id, (OrderedDict(), threading.Lock()))
+            return _caches.setdefault(key, (OrderedDict(), threading.Lock()))
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:
