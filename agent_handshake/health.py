@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from django.db import connections
+from django.db import connections, router
 from django.db.utils import DatabaseError
 
 try:
@@ -69,8 +69,13 @@ class Embeddings(HealthCheck):
             raise ServiceUnavailable("The embedding backend returned no vector")
         if vectors.shape[1] != backend.dimensions:
             raise ServiceUnavailable("The embedding backend returned vectors of another size")
+        from .models import EmbeddingIndex
+
         try:
-            current_index(backend, create=False)
+            # On a connection of its own that it closes: the check runs in a thread of its own, and a connection
+            # left open there would stay open after every probe.
+            with connections[router.db_for_read(EmbeddingIndex)].temporary_connection():
+                current_index(backend, create=False)
         except EmbeddingModelChanged as exc:  # every search would answer 503 until the passages are embedded again
             raise ServiceUnavailable("The passages hold another model's vectors (run agent_reindex --rebuild)") from exc
         except DatabaseError:

@@ -158,3 +158,21 @@ def test_an_unknown_database_host_is_not_published(tmp_path):
     assert result["status"] == 500
     assert result["body"]["VectorDatabase(alias='default')"] == "Unavailable: Could not connect to the database"
     assert "internal" not in json.dumps(result["body"])
+
+
+@pytest.mark.django_db(transaction=True)  # the checks run in threads, on connections of their own
+def test_a_probe_leaves_no_database_connection_open(client):
+    """A load balancer probes every few seconds: each probe's checks must close the connections they open (the
+    embeddings check reads the index in a thread of its own, whose connection nothing else closes)."""
+    from django.db import connection
+
+    def open_connections() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+
+    before = open_connections()
+    for _ in range(5):
+        assert health(client)[0] == 200
+    assert open_connections() <= before
