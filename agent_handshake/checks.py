@@ -268,6 +268,9 @@ def _check_setting_values() -> list[Error]:
     for name in AT_LEAST_ONE:
         if getattr(app_settings, name) < 1:
             errors.append(_setting_error(name, f"is {getattr(app_settings, name)!r}; it must be at least 1."))
+    for name in ("RETRIEVAL_CANDIDATES", "HNSW_EF_SEARCH"):
+        if getattr(app_settings, name) > 1000:  # pgvector's hnsw.ef_search takes at most 1000: every search would fail
+            errors.append(_setting_error(name, f"is {getattr(app_settings, name)!r}; pgvector allows at most 1000."))
     if not 0 < app_settings.MAX_TERM_SHARE <= 1:
         errors.append(
             _setting_error("MAX_TERM_SHARE", f"is {app_settings.MAX_TERM_SHARE!r}.", hint="A share: 0 < share <= 1.")

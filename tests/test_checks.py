@@ -90,6 +90,8 @@ def test_w001_unknown_key():
         {"INSIGHTS_FLUSH_SECONDS": -1},
         {"MARKDOWN_SUFFIX": ""},  # every URL ends with it: every page would be the "/" document's markdown
         {"MARKDOWN_SUFFIX": "/md"},
+        {"RETRIEVAL_CANDIDATES": 1001},  # pgvector's hnsw.ef_search is at most 1000: every search would fail
+        {"HNSW_EF_SEARCH": 5000},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):

@@ -275,7 +275,8 @@ class HybridRetriever:
                     "WHERE search_vector IS NOT NULL"
                 )
                 count, average = cursor.fetchone()
-                return json.dumps([max(int(count), 1), float(average)]).encode()
+                # Passages of stop words alone have length 0: the average must not be (it divides).
+                return json.dumps([max(int(count), 1), float(average) or 1.0]).encode()
 
         count, average = json.loads(state.cached_body(f"agent_handshake:bm25:{state.snapshot().token}", compute))
         return int(count), float(average)
