@@ -43,7 +43,12 @@ def test_embedding_server_unreachable(client, closed_port):
     assert str(closed_port) not in str(body)  # the cause is logged, not published
 
 
+@pytest.mark.django_db(transaction=True)  # the checks run in threads, on connections of their own
 def test_embedding_server_answering(client, fake_openai):
+    from agent_handshake.models import EmbeddingIndex
+
+    # No passages of another model's (an earlier module's index, committed, would make the node rightly unhealthy).
+    EmbeddingIndex.objects.all().delete()
     embeddings = {
         "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
         "EMBEDDING_OPTIONS": {"base_url": fake_openai.base_url, "max_retries": 0},
