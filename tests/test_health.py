@@ -18,6 +18,21 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECK_NAMES = ("VectorDatabase(alias='default')", "Embeddings()", "IndexingBroker()")
 
 
+def health_in_a_process(database_url: str, tmp_path) -> dict:
+    """``/health/``'s status and body from a process of its own whose database is ``database_url``."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": database_url,
+        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", HEALTH_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def health(client) -> tuple[int, dict[str, str]]:
     response = client.get("/health/", headers={"accept": "application/json"})
     assert response["Content-Type"] == "application/json"
@@ -96,17 +111,7 @@ print(json.dumps({"status": response.status_code, "body": response.json()}))
 @pytest.mark.django_db(databases=[])
 def test_database_without_the_vector_extension(database_without_pgvector, tmp_path):
     """The machine's PostgreSQL 15 answers but has no pgvector: the node cannot serve agents."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": database_without_pgvector,
-        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", HEALTH_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = health_in_a_process(database_without_pgvector, tmp_path)
     assert result["status"] == 500
     assert (
         result["body"]["VectorDatabase(alias='default')"]
@@ -149,17 +154,7 @@ def test_embedding_server_answering_with_vectors_of_another_size(client, fake_op
 @pytest.mark.django_db(databases=[])
 def test_an_unknown_database_host_is_not_published(tmp_path):
     """The database's address stays in the log: django-health-check's own message names a host it cannot resolve."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": "postgres://site:secret@db-primary.internal.invalid:5432/site",
-        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", HEALTH_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = health_in_a_process("postgres://site:secret@db-primary.internal.invalid:5432/site", tmp_path)
     assert result["status"] == 500
     assert result["body"]["VectorDatabase(alias='default')"] == "Unavailable: Could not connect to the database"
     assert "internal" not in json.dumps(result["body"])
