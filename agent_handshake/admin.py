@@ -36,6 +36,33 @@ from .registry import capability_registry, content_registry
 from .schema_templates import templates as schema_templates
 
 
+class OnlyWhatChanged:
+    """A change page that writes only what the editor changed: what differs from the page they were shown (each
+    field of the model carries its shown value, ``show_hidden_initial``), not from the row when they save. Writing
+    the rest of the copy loaded with the form would undo what was written meanwhile: a revocation, a deactivation,
+    a content signal another editor saved, the trust an agent's requests earned."""
+
+    #: Written with every change, besides the fields the editor changed.
+    always_written: tuple[str, ...] = ()
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        if field is not None and db_field.model is self.model:  # type: ignore[attr-defined]
+            field.show_hidden_initial = True
+        return field
+
+    def written_fields(self, form: Any) -> list[str]:
+        return list(form.changed_data)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if not change:
+            super().save_model(request, obj, form, change)  # type: ignore[misc]
+            return
+        fields = [*self.written_fields(form), *self.always_written]
+        if fields:
+            obj.save(update_fields=fields)
+
+
 class ContentSignalOverrideInline(admin.TabularInline):
     model = ContentSignalOverride
     extra = 0
@@ -51,7 +78,7 @@ class ContentSignalOverrideInline(admin.TabularInline):
 
 
 @admin.register(SiteProfile)
-class SiteProfileAdmin(admin.ModelAdmin):
+class SiteProfileAdmin(OnlyWhatChanged, admin.ModelAdmin):
     """One page for the one profile: the change list goes straight to it."""
 
     inlines = [ContentSignalOverrideInline]
@@ -78,16 +105,7 @@ class SiteProfileAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and not SiteProfile.objects.exists()
 
-    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        field = super().formfield_for_dbfield(db_field, request, **kwargs)
-        if field is not None and db_field.model is SiteProfile:
-            field.show_hidden_initial = True  # changed: differs from the page shown (see save_model)
-        return field
-
-    def save_model(self, request: HttpRequest, obj: SiteProfile, form: Any, change: bool) -> None:
-        # Only what the editor changed: writing the rest of the copy loaded with the form would undo a content
-        # signal (or any field) another editor saved meanwhile. updated_at always: it names the new state.
-        obj.save(update_fields=[*form.changed_data, "updated_at"] if change else None)
+    always_written = ("updated_at",)  # it names the new state, whatever changed (the inline's signals too)
 
     def has_delete_permission(self, request: HttpRequest, obj: SiteProfile | None = None) -> bool:
         return False
@@ -150,7 +168,7 @@ class ApiKeyForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for field in self.fields.values():
-            # What the operator changed is what differs from the page they were shown (see save_model).
+            # Declared fields (scopes) get no formfield_callback: OnlyWhatChanged's shown values, for each.
             field.show_hidden_initial = True
 
 
@@ -167,29 +185,15 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(AgentClient)
-class AgentClientAdmin(admin.ModelAdmin):
+class AgentClientAdmin(OnlyWhatChanged, admin.ModelAdmin):
     list_display = ("name", "contact_email", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("name", "contact_email")
     inlines = [ApiKeyInline]
 
-    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        field = super().formfield_for_dbfield(db_field, request, **kwargs)
-        if field is not None:
-            field.show_hidden_initial = True  # changed: differs from the page shown (see save_model)
-        return field
-
-    def save_model(self, request: HttpRequest, obj: AgentClient, form: Any, change: bool) -> None:
-        # Only what the operator changed: writing the rest of the copy loaded with the form would re-activate a
-        # client another operator deactivated meanwhile.
-        if not change:
-            super().save_model(request, obj, form, change)
-        elif form.changed_data:
-            obj.save(update_fields=form.changed_data)
-
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(OnlyWhatChanged, admin.ModelAdmin):
     """Issue, scope, expire and revoke keys. The secret is shown once, when the key is created."""
 
     form = ApiKeyForm
@@ -205,10 +209,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
-            # Only what the operator changed: writing the rest of the copy loaded with the form would undo a
-            # revocation made meanwhile (the revoke action, another operator) and last_used_at.
-            if form.changed_data:
-                obj.save(update_fields=form.changed_data)
+            super().save_model(request, obj, form, change)  # only what the operator changed (OnlyWhatChanged)
             return
         key, secret = ApiKey.objects.issue(
             obj.client, name=obj.name, scopes=list(obj.scopes or []), expires_at=obj.expires_at
@@ -597,7 +598,7 @@ class TrustEventInline(admin.TabularInline):
 
 
 @admin.register(VerifiedAgent)
-class VerifiedAgentAdmin(admin.ModelAdmin):
+class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
     """Agents that proved their DID. An operator may set the trust (recorded in the history), pin it (requests
     stop changing it), block the DID (every request gets 403) or grant extra scopes."""
 
@@ -616,19 +617,11 @@ class VerifiedAgentAdmin(admin.ModelAdmin):
     def tier(self, agent: VerifiedAgent) -> str:
         return trust.tier_of(agent.trust).name
 
-    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        field = super().formfield_for_dbfield(db_field, request, **kwargs)
-        if field is not None:
-            # What the operator changed is what differs from the page they were shown, not from the row when they
-            # save it: the agent's requests move its trust meanwhile, and that is no operator's setting.
-            field.show_hidden_initial = True
-        return field
+    def written_fields(self, form: Any) -> list[str]:
+        return [name for name in form.changed_data if name != "trust"]  # an operator's trust is recorded: below
 
     def save_model(self, request: HttpRequest, obj: VerifiedAgent, form: Any, change: bool) -> None:
-        # Only what the operator changed is written: the trust requests wrote meanwhile (and last_seen_at) stay.
-        fields = [name for name in form.changed_data if name != "trust"]
-        if fields:
-            obj.save(update_fields=fields)
+        super().save_model(request, obj, form, change)
         if "trust" in form.changed_data:
             wanted = obj.trust
             obj.trust = VerifiedAgent.objects.values_list("trust", flat=True).get(pk=obj.pk)
