@@ -266,20 +266,17 @@ class AgentDiscoveryMiddleware:
 
     @staticmethod
     def _markdown(request: HttpRequest, paths: list[str]) -> HttpResponseBase | None:
-        from django.contrib.contenttypes.models import ContentType
-
-        from .models import Document
+        from .indexing import documents_of
         from .registry import content_registry
         from .views import markdown_response
 
-        models = content_registry.models()
-        if not _storable(request.path_info) or not models:
+        if not _storable(request.path_info) or not content_registry.models():
             return None
-        # Only registered models' documents: those of a model unregistered since stay in the table until removed.
-        content_types = list(ContentType.objects.get_for_models(*models).values())
+        # Only registered models' documents: those of a model unregistered since stay until agent_reindex.
         document = (
-            Document.objects.select_related("content_type")
-            .filter(path__in=_document_paths(paths), content_type__in=content_types)
+            documents_of(content_registry)
+            .select_related("content_type")
+            .filter(path__in=_document_paths(paths))
             .order_by("pk")
             .first()
         )

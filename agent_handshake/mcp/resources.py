@@ -14,13 +14,12 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.contrib.contenttypes.models import ContentType
 from django.urls import reverse
 
 from .. import state
 from ..conf import app_settings
+from ..indexing import documents_of
 from ..llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
-from ..models import Document
 from ..registry import content_registry
 from .jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from .tools import Exchange
@@ -62,20 +61,16 @@ def _fixed(base: str) -> list[dict[str, Any]]:
     ]
 
 
-def documents() -> Any:
-    """The registered models' documents: those of a model unregistered since stay in the table until removed, and
-    are no longer the site's to offer (as llms.txt and the markdown versions have it)."""
-    models = content_registry.models()
-    content_types = list(ContentType.objects.get_for_models(*models).values()) if models else []
-    return Document.objects.filter(content_type__in=content_types)
-
-
 def listing(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     """``resources/list``."""
     after = _after(params.get("cursor"))
     resources = _fixed(exchange.base) if after == 0 else []
     rows = list(
-        documents().filter(pk__gt=after).order_by("pk").values_list("pk", "url", "title", "summary")[: PAGE_SIZE + 1]
+        # The registered models' only: an unregistered one's documents wait for agent_reindex to remove them.
+        documents_of(content_registry)
+        .filter(pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", "url", "title", "summary")[: PAGE_SIZE + 1]
     )
     for _, url, title, summary in rows[:PAGE_SIZE]:
         resource = {"uri": absolute_url(exchange.base, url), "name": title or url, "mimeType": MARKDOWN}
@@ -113,7 +108,7 @@ def _text(uri: str, base: str) -> str | None:
         return render_llms_txt(state.snapshot(), base)
     if path == reverse("agent_handshake:llms_full_txt"):
         return _llms_full(base)
-    document = documents().filter(path=path).order_by("pk").first()
+    document = documents_of(content_registry).filter(path=path).order_by("pk").first()
     return render_document(document, base) if document is not None else None
 
 
