@@ -46,7 +46,14 @@ def assembled(events: list[tuple[str, dict]]) -> dict:
         return {"_meta": events[-2][1]["_meta"], "elicitation": dict(events)["elicitation"]}
     results = [data["item"] for name, data in events if name == "result"]
     assert [data["index"] for name, data in events if name == "result"] == list(range(len(results)))
-    return {"_meta": events[-2][1]["_meta"], "results": results}
+    head = events[-2][1]["_meta"]
+    if head.get("response_format") == "chatgpt_app":
+        return {
+            "_meta": head,
+            "content": [data for name, data in events if name == "content"],
+            "structuredData": results,
+        }
+    return {"_meta": head, "results": results}
 
 
 def post(client, path, body, **headers):
@@ -169,6 +176,20 @@ def test_summarize_adds_the_answer_and_chatgpt_app_gives_content_and_structured_
     assert "results" not in app
     assert app["content"][0] == {"type": "text", "text": app["_meta"]["summary"]}
     assert [item["url"] for item in app["structuredData"]] == [r["url"] for r in listed["results"]]
+
+
+def test_a_streamed_chatgpt_app_answer_describes_each_item_as_the_json_one_does(client, demo):
+    """§8.4: the events deliver the full structure, so each ``result`` is followed by its item's ``content`` (the
+    summary, written after the results are sent, is the last ``content`` in a stream and the first in JSON)."""
+    question, prefer = "How should I brew hojicha?", {"response_format": "chatgpt_app"}
+    _, whole = ask(client, question, prefer=prefer)
+    response, streamed = ask(client, question, prefer={**prefer, "streaming": True})
+    assert response.streaming
+    assert_valid(streamed)
+    assert streamed["structuredData"] == whole["structuredData"]
+    summary = {"type": "text", "text": streamed["_meta"]["summary"]}
+    assert streamed["content"] == [*whole["content"][1:], summary]
+    assert len(streamed["content"]) == len(streamed["structuredData"]) + 1
 
 
 def test_the_same_question_cites_the_same_sources_through_both_front_doors(client, demo):

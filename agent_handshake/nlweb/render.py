@@ -54,9 +54,14 @@ def answer(
         head["summary"] = summary
     if response_format == "chatgpt_app":
         content = [{"type": "text", "text": summary}] if summary else []
-        content += [{"type": "text", "text": _describe(item)} for item in items]
+        content += [item_content(item) for item in items]
         return {"_meta": head, "content": content, "structuredData": items}
     return {"_meta": head, "results": items}
+
+
+def item_content(item: dict[str, Any]) -> dict[str, str]:
+    """A ``chatgpt_app`` answer's ``content`` entry for one of its ``structuredData`` items: the item in words."""
+    return {"type": "text", "text": _describe(item)}
 
 
 def _describe(item: dict[str, Any]) -> str:

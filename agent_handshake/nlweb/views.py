@@ -7,10 +7,11 @@ capability (what every result's ``actions[]`` posts). The concierge's answer is 
 Promise for an accepted async job, a Failure for every error. ``/await`` checks in on that job or cancels it.
 
 Streaming (``Accept: text/event-stream`` or ``prefer.streaming``): ``start`` (the ``_meta``), one ``result``
-per ranked item as soon as retrieval has ranked them (before any answer is written), ``content`` (the summary,
-when asked for), then ``complete`` (the full ``_meta``); a failure half-way is a ``failure`` event, and the
-stream ends with ``end``. Whatever can be refused (bad input, limits, credentials, an unknown conversation's
-turn limit...) is refused before the stream starts, with a JSON Failure and its 4xx status.
+per ranked item as soon as retrieval has ranked them (before any answer is written; for ``chatgpt_app`` each
+followed by a ``content`` event, the item in words), ``content`` (the summary, when asked for: last in a stream,
+first in a JSON answer's ``content``), then ``complete`` (the full ``_meta``); a failure half-way is a ``failure``
+event, and the stream ends with ``end``. Whatever can be refused (bad input, limits, credentials, an unknown
+conversation's turn limit...) is refused before the stream starts, with a JSON Failure and its 4xx status.
 """
 
 from __future__ import annotations
@@ -210,6 +211,8 @@ class AskView(NLWebView):
         total = 0
         for index, result in enumerate(self.items(ranked, base)):
             yield event("result", {"index": index, "item": result})
+            if ask.response_format == "chatgpt_app":  # its item in words, as the JSON answer's ``content`` has it
+                yield event("content", render.item_content(result))
             total += 1
         if turn is None:
             turn = _finish(steps)
