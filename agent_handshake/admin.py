@@ -316,13 +316,18 @@ class DeskRequestAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).filter(needs_operator=True).order_by("-status", "created_at")
 
+    # Plain strings: the admin escapes them, whatever the agent put in its message.
     @admin.display(description="message")
     def message(self, job: Job) -> str:
-        return job.input.get("message") or job.query
+        from .concierge.desk import message_text
+
+        return message_text(job)
 
     @admin.display(description="message")
     def short_message(self, job: Job) -> str:
-        return (job.input.get("message") or job.query)[:80]
+        from .concierge.desk import message_text
+
+        return message_text(job, limit=80)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is not None and obj.status != Job.Status.WAITING:

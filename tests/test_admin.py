@@ -324,3 +324,42 @@ def test_editing_the_profile_keeps_a_signal_changed_meanwhile(admin_client, djan
     assert profile.description == "Loose-leaf tea since 1920."
     assert profile.ai_train is True
     assert admin_client.get("/.well-known/agent.json").json()["content_signals"]["ai_train"] is True
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ({"dish": "<b>tea</b> & cake", "guests": 40}, '{"dish": "<b>tea</b> & cake", "guests": 40}'),
+        (["oolong", "<i>sencha</i>"], '["oolong", "<i>sencha</i>"]'),
+        (42, "42"),
+        (2.5, "2.5"),
+        (True, "true"),
+        ("x" * 200, "x" * 79 + "…"),
+    ],
+)
+def test_desk_list_and_page_show_any_json_message_escaped(admin_client, message, shown):
+    """A site's own escalation schema may make ``message`` an object, a list or a number: the desk shows it as JSON,
+    cut to 80 characters in the list, and escaped like any other text."""
+    from html import unescape
+
+    from agent_handshake.models import Job
+
+    job = Job.objects.create(
+        capability="escalate_to_human",
+        query="the question as the agent put it",
+        input={"message": message},
+        status=Job.Status.WAITING,
+        needs_operator=True,
+    )
+    listing = admin_client.get("/admin/agent_handshake/deskrequest/")
+    assert listing.status_code == 200
+    html = listing.content.decode()
+    assert "<b>tea" not in html  # escaped, never markup
+    assert "<i>sencha" not in html
+    assert shown[:80] in unescape(html)
+    page = admin_client.get(f"/admin/agent_handshake/deskrequest/{job.pk}/change/")
+    assert page.status_code == 200
+    assert "<b>tea" not in page.content.decode()
+    assert "<i>sencha" not in page.content.decode()
+    full = shown if not shown.endswith("…") else "x" * 200
+    assert full in unescape(page.content.decode())

@@ -14,12 +14,14 @@ within ``DESK_TIMEOUT_SECONDS`` expires.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from django.conf import settings
 from django.core.mail import mail_managers, send_mail
 from django.urls import NoReverseMatch, reverse
+from django.utils.text import Truncator
 
 from ..conf import app_settings
 from ..models import Job
@@ -89,6 +91,21 @@ def operator_outcome(answer: str, operator: str) -> Outcome:
     return Outcome({"answer": answer, "answered_by": operator}, answer=answer)
 
 
+def message_text(job: Job, limit: int | None = None) -> str:
+    """What the agent asked, as text: the input's ``message``, else the query; cut to ``limit`` characters (with
+    an ellipsis) when given.
+
+    A site's own ``input_schema`` may make ``message`` any JSON value (an object, a list, a number): it is shown as
+    JSON, never as a Python repr, so operators read what the agent sent.
+    """
+    message = job.input.get("message") if isinstance(job.input, dict) else None
+    if message is None or message == "":
+        text = job.query
+    else:
+        text = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+    return text if limit is None else Truncator(text).chars(limit)
+
+
 def notify_operators(job_id: str) -> None:
     """Email the operators about a new request (failures are logged; the request stays on the desk)."""
     job = Job.objects.filter(pk=job_id).first()
@@ -98,7 +115,7 @@ def notify_operators(job_id: str) -> None:
         path = reverse("admin:agent_handshake_deskrequest_change", args=[job.pk])
     except NoReverseMatch:
         path = ""
-    message = job.input.get("message") or job.query
+    message = message_text(job)
     subject = f"Agent request on the desk: {job.capability}"
     body = (
         f"A visiting agent ({job.requesting_agent or 'unnamed'}) asks:\n\n{message}\n\nAnswer it in the admin: {path}\n"
