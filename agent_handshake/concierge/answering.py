@@ -199,7 +199,9 @@ class ContentConcierge:
             yield Ranked([])
             reply = self.reply(ctx, [])
             name = state.snapshot().name or "This site"
-            reply.answer = f"{name} does not allow its content to be used in answers (content signal ai_input)."
+            reply.answer, reply.guardrail = profile_text(
+                f"{name} does not allow its content to be used in answers (content signal ai_input)."
+            )
             return reply
         hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=scope)
         if self.widen and ctx.capability.models and not ctx.filters.models:
@@ -392,9 +394,18 @@ def site_info(ctx: ConverseContext) -> Steps:
     if isinstance(reply, Reply):
         snapshot = state.snapshot()
         intro = f"{snapshot.name}: {snapshot.description}".strip(": ") if snapshot.name else ""
+        intro, links_removed = profile_text(intro)
         if intro and intro not in reply.answer:
             reply.answer = f"{intro}\n\n{reply.answer}"
+            reply.guardrail = reply.guardrail or links_removed
     return reply
+
+
+def profile_text(text: str) -> tuple[str, str | None]:
+    """Text from the site profile (its name, its description) as an answer carries it, and whether a link was
+    removed: cleaned as content is (:func:`~.backends.clean_answer`), since whoever may edit the profile in the admin
+    writes what agents read as the site's word; a link of the text's own to the site is kept, as a source's is."""
+    return clean_answer(text, [Evidence(0, "", "", "", text)])
 
 
 def answer_with(backend: Any, ctx: ConverseContext, evidence: list[Evidence], site_name: str) -> GeneratedAnswer:

@@ -128,9 +128,10 @@ def clean_untrusted(text: str, limit: int = 4000) -> str:
     return text[:limit]
 
 
-def attribute(value: str) -> str:
-    """An untrusted value for a quoted attribute of our delimiters: it cannot close the quote."""
-    return clean_untrusted(value, 500).replace('"', "&quot;").replace("\n", " ")
+def attribute(value: str, limit: int = 500) -> str:
+    """An untrusted value for a quoted attribute of our delimiters (or a quoted name in the instructions): it cannot
+    close the quote, nor start a line of its own."""
+    return clean_untrusted(value, limit).replace('"', "&quot;").replace("\r", " ").replace("\n", " ")
 
 
 def canary() -> str:
@@ -145,7 +146,9 @@ def build_messages(
     site_name: str,
     history: Sequence[tuple[str, str]] = (),
 ) -> list[dict]:
-    system = SYSTEM_PROMPT.format(site=clean_untrusted(site_name, 200), canary=canary(), words=int(max_tokens * 0.75))
+    # The site's name is the profile's (edited in the admin) or SITE_NAME: data, quoted, that cannot leave its quotes
+    # to add a rule of its own.
+    system = SYSTEM_PROMPT.format(site=attribute(site_name, 200), canary=canary(), words=int(max_tokens * 0.75))
     blocks = [
         f'<source id="{item.source}" title="{attribute(item.title)}" url="{attribute(item.url)}">\n'
         f"{clean_untrusted(item.text)}\n</source>"
