@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
@@ -54,28 +54,48 @@ def document_fields(config: ContentConfig, obj: Model) -> dict[str, Any]:
     return fields
 
 
+def lock_objects(content_type: ContentType, object_ids: Iterable[str]) -> None:
+    """Hold, until the transaction ends, the locks of the documents of these objects (whether they exist or not).
+
+    Every write and removal of a document holds its object's lock and reads the object once it holds it, so two
+    runs for one object (a save's task, an unpublish's, ``agent_reindex``) take turns and the later one decides
+    from the object as it is then: a removal that read the object before it was published again can no longer
+    delete the document the publishing save's run wrote (or is writing) meanwhile. A lock of the document's row
+    would not do: before the first save there is no row. Keys are taken in order, so runs over overlapping
+    batches cannot deadlock; two ids of one hash share a lock, which only makes them take turns.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, key) FROM "
+            "(SELECT DISTINCT hashtext(object_id) AS key FROM unnest(%s::text[]) AS object_id ORDER BY key) AS keys",
+            [content_type.pk, list(object_ids)],
+        )
+
+
 def sync_object(app_label: str, model_name: str, pk: Any) -> str:
     """Create, update or delete the Document of one object. Returns "created", "updated", "unchanged" or
     "deleted" (the object is gone or no longer in the config's queryset)."""
     config = content_registry.get_config_by_label(f"{app_label}.{model_name}")
     content_type = ContentType.objects.get_for_model(config.model)
     obj = config.get_queryset().filter(pk=pk).first()
-    if obj is None:
-        documents = Document.objects.filter(content_type=content_type, object_id=str(pk))
-        with transaction.atomic():
-            lock_documents(documents)
-            # Read again once the document is ours: an object published again while this waited for it (another
-            # run writing it) must keep its document, not lose it to this run's earlier read.
-            obj = config.get_queryset().filter(pk=pk).first()
-            deleted = 0
-            if obj is None:
-                delete_passages(documents)
-                deleted, _ = documents.delete()
-        if deleted:
-            signals.document_removed.send(sender=config.model, object_id=str(pk))
-            return "deleted"
+    if obj is not None:
+        return _store(config, content_type, obj)
+    documents = Document.objects.filter(content_type=content_type, object_id=str(pk))
+    with transaction.atomic():
+        lock_objects(content_type, [str(pk)])
+        lock_documents(documents)  # and its row, which an index run writing the document's passages holds
+        # Read again once the locks are ours: an object published again while this waited for them (another run
+        # writing its document) must keep its document, not lose it to this run's earlier read.
+        obj = config.get_queryset().filter(pk=pk).first()
+        deleted = 0
         if obj is None:
-            return "unchanged"
+            delete_passages(documents)
+            deleted, _ = documents.delete()
+    if deleted:
+        signals.document_removed.send(sender=config.model, object_id=str(pk))
+        return "deleted"
+    if obj is None:
+        return "unchanged"
     return _store(config, content_type, obj)
 
 
@@ -83,16 +103,23 @@ def _store(config: ContentConfig, content_type: ContentType, obj: Model, existin
     fields = document_fields(config, obj)
     if existing == fields["content_hash"]:
         return "unchanged"
-    document, created = Document.objects.get_or_create(
-        content_type=content_type, object_id=str(obj.pk), defaults=fields
-    )
-    if not created:
-        if document.content_hash == fields["content_hash"]:
+    object_id = str(obj.pk)
+    with transaction.atomic():
+        lock_objects(content_type, [object_id])
+        # The object was read before the lock. Gone since (a removal that held the lock meanwhile deleted its
+        # document, or the one queued by its change will), this run, the later one, must not write it back.
+        if not config.get_queryset().filter(pk=obj.pk).exists():
             return "unchanged"
-        for name, value in fields.items():
-            setattr(document, name, value)
-        # Not indexed_hash: an index run may have written it since this row was read.
-        document.save(update_fields=[*fields, "updated_at"])
+        document, created = Document.objects.get_or_create(
+            content_type=content_type, object_id=object_id, defaults=fields
+        )
+        if not created:
+            if document.content_hash == fields["content_hash"]:
+                return "unchanged"
+            for name, value in fields.items():
+                setattr(document, name, value)
+            # Not indexed_hash: an index run may have written it since this row was read.
+            document.save(update_fields=[*fields, "updated_at"])
     signals.document_indexed.send(sender=config.model, document=document, created=created)
     return "created" if created else "updated"
 
@@ -127,15 +154,16 @@ def reindex_model(
     deleted = 0
     for start in range(0, len(stale), batch_size):
         chunk = stale[start : start + batch_size]
-        # Read again: an object published (or created) again since the run read the queryset has its document
-        # written by its own save, which a stale view must not delete.
-        back = {str(pk) for pk in config.get_queryset().filter(pk__in=chunk).values_list("pk", flat=True)}
-        chunk = [object_id for object_id in chunk if object_id not in back]
-        deleted += len(chunk)
-        documents = Document.objects.filter(content_type=content_type, object_id__in=chunk)
         with transaction.atomic():
+            lock_objects(content_type, chunk)
+            # Read again once the locks are ours: an object published (or created) again since the run read the
+            # queryset has its document written by its own save, which a stale view must not delete.
+            back = {str(pk) for pk in config.get_queryset().filter(pk__in=chunk).values_list("pk", flat=True)}
+            chunk = [object_id for object_id in chunk if object_id not in back]
+            documents = Document.objects.filter(content_type=content_type, object_id__in=chunk)
             delete_passages(documents)
             documents.delete()
+        deleted += len(chunk)
         for object_id in chunk:
             signals.document_removed.send(sender=config.model, object_id=object_id)
     counts["deleted"] = deleted
