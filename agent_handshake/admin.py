@@ -63,8 +63,25 @@ class OnlyWhatChanged:
             obj.save(update_fields=fields)
 
 
-class ContentSignalOverrideInline(admin.TabularInline):
+class OnlyWhatChangedFormSet(forms.BaseInlineFormSet):
+    """:class:`OnlyWhatChanged` for an inline's rows: a row the editor left as shown is not written, and a changed
+    one writes only the fields changed from the page shown (the inline gives its fields their shown values with
+    ``OnlyWhatChanged``), not the values the page was loaded with over another editor's change meanwhile."""
+
+    #: Written with every change of a row, besides the fields the editor changed: its ``updated_at`` names the new
+    #: state (the state token, Last-Modified).
+    always_written: tuple[str, ...] = ("updated_at",)
+
+    def save_existing(self, form: Any, obj: Any, commit: bool = True) -> Any:
+        if not commit:
+            return super().save_existing(form, obj, commit=commit)
+        obj.save(update_fields=[*form.changed_data, *self.always_written])
+        return obj
+
+
+class ContentSignalOverrideInline(OnlyWhatChanged, admin.TabularInline):
     model = ContentSignalOverride
+    formset = OnlyWhatChangedFormSet
     extra = 0
     fields = ("content_type", "ai_train", "ai_input", "search", "attribution_required")
     verbose_name = "content signals for one kind of content"

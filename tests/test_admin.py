@@ -363,3 +363,42 @@ def test_desk_list_and_page_show_any_json_message_escaped(admin_client, message,
     assert "<i>sencha" not in page.content.decode()
     full = shown if not shown.endswith("…") else "x" * 200
     assert full in unescape(page.content.decode())
+
+
+def override_page(admin_client) -> tuple[ContentSignalOverride, dict[str, list[str]]]:
+    """The profile with an override for articles (no AI training), and one editor's page of it."""
+    profile = SiteProfile.objects.create(name="Lantern & Kettle")
+    override = ContentSignalOverride.objects.create(
+        profile=profile, content_type=ContentType.objects.get_for_model(Article), ai_train=False
+    )
+    form = shown_form(admin_client, CHANGE_URL)
+    assert form["signal_overrides-0-ai_train"] == ["False"]
+    return override, form
+
+
+def test_editing_the_profile_keeps_an_override_changed_meanwhile(admin_client, django_capture_on_commit_callbacks):
+    """An unchanged inline row is not written: not the values the page was loaded with over another editor's."""
+    override, form = override_page(admin_client)
+    ContentSignalOverride.objects.filter(pk=override.pk).update(ai_input=False)  # another editor, meanwhile
+
+    form["description"] = ["Loose-leaf tea since 1920."]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(CHANGE_URL, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert SiteProfile.objects.get().description == "Loose-leaf tea since 1920."
+    override.refresh_from_db()
+    assert (override.ai_train, override.ai_input) == (False, False)
+
+
+def test_editing_an_override_writes_only_what_the_editor_changed(admin_client, django_capture_on_commit_callbacks):
+    override, form = override_page(admin_client)
+    ContentSignalOverride.objects.filter(pk=override.pk).update(ai_input=False)  # another editor, meanwhile
+
+    form["signal_overrides-0-search"] = ["False"]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(CHANGE_URL, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    before = override.updated_at
+    override.refresh_from_db()
+    assert (override.ai_train, override.ai_input, override.search) == (False, False, False)
+    assert override.updated_at > before  # it names the new state (the state token, Last-Modified)
