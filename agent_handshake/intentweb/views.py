@@ -90,6 +90,12 @@ def endpoint_of(request: Any) -> str:
     return base + reverse("agent_handshake:intent")
 
 
+def site_endpoint() -> str:
+    """The site's actor_id with no request to read the host from: ``BASE_URL``'s intent endpoint, else its path
+    alone."""
+    return app_settings.BASE_URL.rstrip("/") + reverse("agent_handshake:intent")
+
+
 # --- chain of custody -------------------------------------------------------------------------------------------
 
 
@@ -312,13 +318,25 @@ def explain(interaction: Interaction, envelope: Envelope, verified: list[str]) -
 
 def callback_body(job: Job) -> dict[str, Any]:
     """What an ``async`` capability's callback posts for an IntentWeb interaction: the envelope its next message
-    would get (``execution_result`` or ``error``), signed."""
+    would get (``execution_result`` or ``error``), signed.
+
+    The interaction may be gone: deleted after ``INTENT_RETENTION_SECONDS`` without a message while its job waited
+    (for an operator, say) or its callback was retried. The agent still asked to hear the job's outcome, and an
+    ``error`` would tell it a booking that was made had failed, so it gets the same envelope as far as the job alone
+    can form it: the ``interaction_id`` and ``query_hash`` went with the interaction, so they are empty (as
+    :meth:`IntentView.render_error` sends them when it cannot read them), its collected information is not sent
+    again, ``external_id`` is the job's id, which the agent was given when the job was accepted, and the site signs
+    as :func:`site_endpoint` (the host the client used went with the interaction too)."""
     interaction = Interaction.objects.filter(job=job).first()
     if interaction is None:
-        return {"flow_type": "error", "message": "No interaction holds this job.", "status": "unknown_interaction"}
-    reply = flows.job_reply(job, interaction)
+        # Unsaved: job_reply only sets its status and external_id.
+        interaction = Interaction(interaction_id="", query_hash="", endpoint=site_endpoint())
+        reply = flows.job_reply(job, interaction)
+        reply.fields["external_id"] = str(job.pk)
+    else:
+        reply = flows.job_reply(job, interaction)
     return signed(
-        {**reply.as_dict(), "status": reply.status} if reply.status else reply.as_dict(),
+        reply.as_dict(),
         interaction_id=interaction.interaction_id,
         query_hash=interaction.query_hash,
         endpoint=interaction.endpoint,
