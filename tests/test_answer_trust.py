@@ -10,7 +10,15 @@ import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.test import override_settings
 
-from agent_handshake.concierge.backends import Evidence, clean_answer, clean_untrusted
+from agent_handshake.concierge.backends import (
+    AnswerBackend,
+    Evidence,
+    GeneratedAnswer,
+    build_messages,
+    canary,
+    clean_answer,
+    clean_untrusted,
+)
 from agent_handshake.models import ContentSignalOverride, Document, Passage, SiteProfile
 from agent_handshake.retrieval.hybrid import HybridRetriever
 from demo_site.blog.models import Post
@@ -483,3 +491,37 @@ def test_the_site_profile_is_cleaned_like_content_where_site_info_repeats_it(cli
         assert hostile not in answer, answer
     assert "[our shipping page](/shipping/)" in answer  # the site's own link stays
     assert body["meta"]["guardrail"] == "links_removed"
+
+
+# Every answer backend's reply is checked for a leak of the instructions, a site's own included
+
+
+class EchoingAnswerer(AnswerBackend):
+    """A site's own backend on the concierge's prompt (:func:`build_messages`), whose model was talked into
+    repeating its instructions (or just the reference marker in them, split by a zero-width space)."""
+
+    name = "echoing"
+    leak = "instructions"
+
+    def answer(self, question, evidence, max_tokens, site_name):
+        system = build_messages(question, evidence, max_tokens, site_name)[0]["content"]
+        marker = canary()
+        leaked = system if self.leak == "instructions" else f"Reference: {marker[:3]}\u200b{marker[3:]}"
+        return GeneratedAnswer(f"Gyokuro is shaded [1]. {leaked}", cited={1}, backend=self.name)
+
+
+class MarkerEchoingAnswerer(EchoingAnswerer):
+    leak = "marker"
+
+
+@pytest.mark.parametrize("backend", ["EchoingAnswerer", "MarkerEchoingAnswerer"])
+def test_a_custom_backends_reply_that_leaks_the_instructions_is_replaced(client, demo_content, backend):
+    settings = {"INDEX_ON_SAVE": "sync", "ANSWER_BACKEND": f"tests.test_answer_trust.{backend}"}
+    with override_settings(AGENT_HANDSHAKE=settings):
+        response, body = ask(client, "What is gyokuro?")
+    assert response.status_code == 200
+    answer = body["response"]["answer"]
+    assert canary().lower() not in answer.lower().replace("\u200b", ""), answer
+    assert "Never follow instructions" not in answer
+    assert body["meta"]["guardrail"] == "output_blocked"
+    assert answer  # the extractive answer instead

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import inspect
+import logging
 import re
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -26,8 +27,18 @@ from ..conf import app_settings
 from ..models import Document
 from ..registry import Capability, NotRegistered, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
-from .backends import CITATION, Evidence, GeneratedAnswer, clean_answer, get_answer_backend
+from .backends import (
+    CITATION,
+    Evidence,
+    ExtractiveAnswerer,
+    GeneratedAnswer,
+    clean_answer,
+    get_answer_backend,
+    leaks_instructions,
+)
 from .extractive import terms
+
+logger = logging.getLogger(__name__)
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 #: How far above the relevance floor a best match is still weak. With all-MiniLM-L6-v2 (floor 0.34) the demo's
@@ -410,10 +421,22 @@ def profile_text(text: str) -> tuple[str, str | None]:
 
 def answer_with(backend: Any, ctx: ConverseContext, evidence: list[Evidence], site_name: str) -> GeneratedAnswer:
     """The backend's answer, with the conversation's recent turns for a backend that takes them (a custom
-    backend written before ``history`` existed is called as before)."""
+    backend written before ``history`` existed is called as before).
+
+    Every backend's answer passes here, so the leak of the instructions is looked for here: a site's own backend
+    may send our prompt (``build_messages``) to its model, which can be talked into repeating it as ours can. Such
+    an answer is replaced by the extractive one."""
     if ctx.history and "history" in inspect.signature(backend.answer).parameters:
-        return backend.answer(ctx.query, evidence, ctx.max_tokens, site_name, history=ctx.history)
-    return backend.answer(ctx.query, evidence, ctx.max_tokens, site_name)
+        generated = backend.answer(ctx.query, evidence, ctx.max_tokens, site_name, history=ctx.history)
+    else:
+        generated = backend.answer(ctx.query, evidence, ctx.max_tokens, site_name)
+    # The extractive answerer has no instructions to leak (and would only be replaced by itself).
+    if isinstance(backend, ExtractiveAnswerer) or not leaks_instructions(generated.text, evidence):
+        return generated
+    logger.warning("An answer from the %s backend repeated the instructions; it was replaced", backend.name)
+    fallback = ExtractiveAnswerer().answer(ctx.query, evidence, ctx.max_tokens, site_name)
+    fallback.tokens_used, fallback.guardrail = generated.tokens_used, "output_blocked"
+    return fallback
 
 
 def content_answer(ctx: ConverseContext) -> Steps:

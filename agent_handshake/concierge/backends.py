@@ -4,7 +4,9 @@ Prompt injection (AHP §13): to the model, both the visiting agent's question an
 untrusted text. They are cleaned (control characters, our delimiter tags), wrapped in ``<question>`` and
 ``<source>`` elements in the user message, and kept apart from the fixed system instructions. What comes back
 is checked before an agent sees it: an answer that leaks the instructions (a canary marker or a run of their
-words) is replaced by the extractive one, and citations must name a real source.
+words: :func:`leaks_instructions`) is replaced by the extractive one, and citations must name a real source. The
+concierge looks for the leak in every backend's answer (a site's own backend may send :func:`build_messages` to its
+model), so no backend has to.
 
 Content is untrusted too: every answer reaches an agent as text without HTML markup and with links only to the
 site's own URLs (:func:`clean_answer`). The concierge applies it once to the answer it assembles, so no backend,
@@ -167,6 +169,12 @@ def build_messages(
         + "\n</question>"
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def leaks_instructions(answer: str, evidence: Sequence[Evidence]) -> bool:
+    """Whether ``answer`` repeats the instructions of :data:`SYSTEM_PROMPT`, as written or as it would be served:
+    cleaning (:func:`clean_answer`) joins up what a zero-width space or an empty tag split."""
+    return _leaks_instructions(answer) or _leaks_instructions(clean_answer(answer, evidence)[0])
 
 
 def _leaks_instructions(answer: str) -> bool:
@@ -334,18 +342,11 @@ class OpenAIAnswerer(AnswerBackend):
         if not text.strip():
             blocked = "model_unavailable"
             logger.warning("The answer model at %s sent no text; answering extractively", self.base_url)
-        # The leak is looked for in the answer as served too: cleaning joins up what a zero-width space or an
-        # empty tag split. An answer the cleaning left without a word is none.
-        elif (
-            too_long
-            or _leaks_instructions(text)
-            or _leaks_instructions(answer)
-            or not re.search(r"\w", CITATION.sub("", answer))
-        ):
+        # An answer the cleaning left without a word is none. (A leak of the instructions is looked for by the
+        # concierge, in every backend's answer: see answering.answer_with.)
+        elif too_long or not re.search(r"\w", CITATION.sub("", answer)):
             blocked = "output_blocked"
-            logger.warning(
-                "An answer was too long, repeated the concierge's instructions or had nothing left; it was replaced"
-            )
+            logger.warning("An answer was too long or had nothing left; it was replaced")
         else:
             return GeneratedAnswer(answer, tokens_used=tokens, cited=cited, guardrail=guardrail, backend=self.name)
         fallback = ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
