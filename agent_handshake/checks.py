@@ -113,6 +113,7 @@ SETTING_TYPES: dict[str, type | tuple[type, ...]] = {
     "CALLBACK_BACKOFF_MAX_SECONDS": (int, float),
     "CALLBACK_REQUIRE_HTTPS": (bool, type(None)),
     "CALLBACK_ALLOWED_NETWORKS": (list, tuple),
+    "CALLBACK_ALLOWED_PORTS": (str, list, tuple, type(None)),
     "CALLBACK_CONNECT_TIMEOUT": (int, float),
     "CALLBACK_READ_TIMEOUT": (int, float),
     "CALLBACK_MAX_RESPONSE_BYTES": int,
@@ -353,7 +354,22 @@ def _check_setting_values() -> list[Error]:
         errors.append(
             _setting_error("BASE_URL", f"is {app_settings.BASE_URL!r}.", hint='Scheme and host: "https://example.com".')
         )
+    ports = app_settings.CALLBACK_ALLOWED_PORTS
+    if not _valid_callback_ports(ports):
+        # An empty list would refuse every callback URL; a port given as a string would never match.
+        hint = '"auto" (443 for https, 80 for http), port numbers 1-65535 like [443, 8443], or None for any port.'
+        errors.append(_setting_error("CALLBACK_ALLOWED_PORTS", f"is {ports!r}.", hint=hint))
     return errors
+
+
+def _valid_callback_ports(ports: Any) -> bool:
+    if ports is None or ports == "auto":
+        return True
+    return (
+        isinstance(ports, (list, tuple))
+        and bool(ports)
+        and all(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535 for port in ports)
+    )
 
 
 def _check_client_ip_function(path: str) -> list[Error]:

@@ -244,6 +244,10 @@ DEFAULTS: dict[str, Any] = {
     # CIDR networks a callback may reach although they are private or loopback. FOR TESTS ONLY (a test receiver
     # on 127.0.0.1): whatever is listed here, any agent that submits a callback URL can make the server call.
     "CALLBACK_ALLOWED_NETWORKS": [],
+    # Ports a callback URL may name (checked when the URL is given and again before every delivery): "auto", the
+    # standard port of its scheme (443 for https, 80 for http; so 443 alone while HTTPS is required); a list such as
+    # [443, 8443]; None for any port. Addresses let in by CALLBACK_ALLOWED_NETWORKS are reached on any port.
+    "CALLBACK_ALLOWED_PORTS": "auto",
     # Seconds to connect (TCP and TLS), seconds for the whole response, and the most of its body that is read.
     "CALLBACK_CONNECT_TIMEOUT": 3,
     "CALLBACK_READ_TIMEOUT": 5,

@@ -345,7 +345,8 @@ def test_public_literals_are_accepted():
         path_with_query="/hook?job=1",
         addresses=["93.184.216.34"],
     )
-    checked = check_callback_url("HTTPS://[2606:4700::1111]:8443", resolve=False)
+    with callback_settings(CALLBACK_ALLOWED_PORTS=[443, 8443]):
+        checked = check_callback_url("HTTPS://[2606:4700::1111]:8443", resolve=False)
     assert (checked.scheme, checked.host, checked.port, checked.path_with_query) == (
         "https",
         "2606:4700::1111",
@@ -572,3 +573,67 @@ def test_verify_accepts_any_of_several_signatures():
     current = sign("new secret", body, timestamp=1_700_000_000)["X-AHP-Signature"]
     rotated = current + ",v1=" + "0" * 64
     assert verify("new secret", body, rotated, now=1_700_000_000)
+
+
+PUBLIC = "93.184.216.34"
+
+
+def test_callbacks_go_only_to_the_standard_port_of_their_scheme_by_default():
+    """A public address may run anything on its other ports (mail, databases, admin consoles): by default a callback
+    reaches only 443 for https, or 80 for http."""
+    with callback_settings(CALLBACK_REQUIRE_HTTPS=False, CALLBACK_ALLOWED_NETWORKS=[]):
+        assert check_callback_url(f"https://{PUBLIC}/hook").port == 443
+        assert check_callback_url(f"https://{PUBLIC}:443/hook").port == 443
+        assert check_callback_url(f"http://{PUBLIC}/hook").port == 80
+        for url in (
+            f"https://{PUBLIC}:8443/",
+            f"http://{PUBLIC}:25/",
+            f"http://{PUBLIC}:443/",
+            "https://[2606:4700::1111]:22/",
+        ):
+            with pytest.raises(UnsafeCallbackURL, match=r"callback URL port \d+ is refused"):
+                check_callback_url(url)
+            with pytest.raises(UnsafeCallbackURL, match="port"):
+                check_callback_url(url, resolve=False)
+
+
+def test_allowed_ports_can_be_listed_or_lifted():
+    with callback_settings(CALLBACK_REQUIRE_HTTPS=True, CALLBACK_ALLOWED_PORTS=[443, 8443]):
+        assert check_callback_url(f"https://{PUBLIC}:8443/").port == 8443
+        with pytest.raises(UnsafeCallbackURL, match="port 9000 is refused; callbacks go only to ports 443, 8443"):
+            check_callback_url(f"https://{PUBLIC}:9000/")
+    with callback_settings(CALLBACK_REQUIRE_HTTPS=True, CALLBACK_ALLOWED_PORTS=None):
+        assert check_callback_url(f"https://{PUBLIC}:9000/").port == 9000
+
+
+@pytest.mark.usefixtures("local")
+def test_networks_excepted_for_tests_are_reached_on_any_port(receiver):
+    """CALLBACK_ALLOWED_NETWORKS names receivers the operator runs (a test's, on 127.0.0.1): their port is theirs."""
+    server = receiver()
+    assert check_callback_url(server.url()).port == server.port
+    assert deliver(server.url(), b"{}", {}).delivered
+
+
+def test_delivery_checks_the_port_again_and_never_connects():
+    """A job accepted under a looser policy (or a stored URL) is checked again when its callback is sent."""
+    with callback_settings(CALLBACK_REQUIRE_HTTPS=False, CALLBACK_ALLOWED_NETWORKS=[], CALLBACK_CONNECT_TIMEOUT=0.5):
+        result = deliver(f"http://{PUBLIC}:6379/hook", b"{}", {})
+    assert (result.delivered, result.status, result.retryable, result.address) == (False, None, False, None)
+    assert result.error.startswith("refused: callback URL port 6379 is refused")
+
+
+def test_the_allowed_ports_setting_is_checked():
+    from django.core.checks import run_checks
+
+    def port_errors(value):
+        with callback_settings(CALLBACK_ALLOWED_PORTS=value):
+            return [
+                e for e in run_checks() if e.id.startswith("agent_handshake.") and "CALLBACK_ALLOWED_PORTS" in e.msg
+            ]
+
+    for value in ("auto", None, [443], (443, 8443)):
+        assert port_errors(value) == [], value
+    for value in ("any", "", 443, [], [0], [65536], ["443"], [True], [443.0], {"https": 443}):
+        errors = port_errors(value)
+        assert [e.id for e in errors] == ["agent_handshake.E002"], value
+    assert "None for any port" in port_errors([])[0].hint

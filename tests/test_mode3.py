@@ -538,6 +538,27 @@ def test_unsafe_callback_urls_are_refused_before_acceptance(client, settings):
     assert "https" in plain.json()["message"].lower()
 
 
+def test_a_callback_url_on_a_port_not_allowed_is_a_400_naming_the_field(client, settings):
+    """A public host's other ports (SMTP, Redis, an admin console) are no place for our POSTs (AHP §13)."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CALLBACK_ALLOWED_NETWORKS": []}
+    _, secret = issue()
+
+    def give(url):
+        body = {"capability": "escalate_to_human", "query": "help", "context": {"callback_url": url}}
+        return converse(client, body, **bearer(secret))
+
+    for url in ("http://93.184.216.34:25/hook", "https://93.184.216.34:6379/", "https://[2606:4700::1111]:8443/"):
+        refused = give(url)
+        assert refused.status_code == 400, url
+        assert refused.json()["code"] == "invalid_request"
+        assert refused.json()["fields"] == ["context.callback_url"]
+        assert "port" in refused.json()["message"]
+    assert not Job.objects.exists()
+    assert give("https://93.184.216.34/hook").status_code == 202
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CALLBACK_ALLOWED_PORTS": [443, 8443]}
+    assert give("https://[2606:4700::1111]:8443/").status_code == 202
+
+
 @pytest.mark.parametrize(
     ("name", "number"), [("seconds", "NaN"), ("extra", "NaN"), ("extra", "Infinity"), ("extra", "-1e400")]
 )

@@ -1,9 +1,10 @@
 """Delivering async-job callbacks to URLs that visiting agents give us, without becoming an SSRF proxy.
 
 AHP §13: a concierge that accepts callback URLs MUST validate them. A URL is refused unless every address its
-host resolves to is publicly routable; the delivery then connects to a checked address itself (no second DNS
-lookup, so a rebinding name cannot swap in an internal address), verifies TLS against the original host name,
-never follows redirects and reads a bounded amount of the answer within bounded time.
+host resolves to is publicly routable and its port is allowed (``CALLBACK_ALLOWED_PORTS``: by default the standard
+port of its scheme), when it is given and again before every delivery. The delivery then connects to a checked
+address itself (no second DNS lookup, so a rebinding name cannot swap in an internal address), verifies TLS against
+the original host name, never follows redirects and reads a bounded amount of the answer within bounded time.
 
 The Celery task that records deliveries and retries them uses :func:`deliver` and :func:`sign`; :func:`verify`
 is what a receiving agent runs.
@@ -154,6 +155,40 @@ def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         ) from exc
 
 
+def _allowed_ports(scheme: str) -> frozenset[int] | None:
+    """The ports a callback URL of this scheme may name; None: any."""
+    ports = app_settings.CALLBACK_ALLOWED_PORTS
+    if ports is None:
+        return None
+    if ports == "auto":
+        return frozenset({DEFAULT_PORTS[scheme]})
+    if (
+        not isinstance(ports, (list, tuple))
+        or not ports
+        or not all(isinstance(port, int) and not isinstance(port, bool) for port in ports)
+    ):
+        raise ImproperlyConfigured(
+            f"AGENT_HANDSHAKE['CALLBACK_ALLOWED_PORTS'] must be 'auto', a list of port numbers or None, not {ports!r}"
+        )
+    return frozenset(ports)
+
+
+def _check_port(scheme: str, port: int, addresses: list[IPAddress]) -> None:
+    """A public address may serve anything on its other ports (mail, databases, consoles): callbacks go only to the
+    allowed ones, so agents cannot make the server talk to those."""
+    allowed = _allowed_ports(scheme)
+    if allowed is None or port in allowed:
+        return
+    # Every address was accepted; one that is still refused on its own was let in by CALLBACK_ALLOWED_NETWORKS (a
+    # receiver the operator runs, such as a test's on 127.0.0.1): such receivers listen on whatever port they have.
+    if addresses and all(address_refusal(address) is not None for address in addresses):
+        return
+    ports = ", ".join(map(str, sorted(allowed)))
+    raise UnsafeCallbackURL(
+        f"callback URL port {port} is refused; callbacks go only to port{'s' if len(allowed) > 1 else ''} {ports}"
+    )
+
+
 def _check_address(address: IPAddress, networks: list, described: str) -> None:
     reason = address_refusal(address)
     if reason is None or any(address.version == n.version and address in n for n in networks):
@@ -253,6 +288,7 @@ def check_callback_url(url: str, *, resolve: bool = True) -> CheckedURL:
         addresses = _resolve(host, port) if resolve else []
         for address in addresses:
             _check_address(address, networks, f"{host!r} resolves to {address}, which is")
+    _check_port(scheme, port, addresses)
     return CheckedURL(url, scheme, host, port, path_with_query, [str(a) for a in addresses])
 
 
