@@ -42,6 +42,12 @@ MARKDOWN = "text/markdown"
 _HEAD_CLOSE = re.compile(rb"</head\s*>", re.IGNORECASE)
 _BODY_CLOSE = re.compile(rb"</body\s*>", re.IGNORECASE)
 _HTML_OPEN = re.compile(rb"<html[\s>]", re.IGNORECASE)
+# In a stream, "</body>" is the end tag only where the parser reads markup: not in a comment, nor in the text of
+# an element whose content it does not parse (script and style, textarea and title, the older raw-text ones).
+_TEXT_ELEMENTS = (b"script", b"style", b"textarea", b"title", b"noscript", b"iframe", b"noembed", b"noframes", b"xmp")
+_MARKUP = re.compile(rb"<(?:(!--)|(" + b"|".join(_TEXT_ELEMENTS) + rb")[\s/>]|/body\s*>)", re.IGNORECASE)
+_COMMENT_END = re.compile(rb"--!?>")
+_TEXT_END = {name: re.compile(rb"</" + name + rb"[\s/>]", re.IGNORECASE) for name in _TEXT_ELEMENTS}
 # Where to look for "<html": the doctype and a comment or two come first, never kilobytes of content.
 _HTML_OPEN_WINDOW = 4096
 
@@ -101,6 +107,11 @@ class HtmlInjector:
     Either is skipped when the page already carries its marker (``link_marker``, ``notice_marker``: see
     ``placed_marker``), looked for as the page streams by. Enough trailing bytes are held back between chunks
     that a closing tag or a marker split across two chunks is still found.
+
+    A whole page (``rewrite``) gets the notice before its last ``</body>``: a "</body>" in a script's string or a
+    comment comes before the real one. A stream cannot wait for the last one without holding the rest of the
+    page back, so it gets the notice before the first ``</body>`` that is markup, and whether the scan is inside
+    a comment or a script (style, textarea...) is carried from chunk to chunk.
     """
 
     #: Bytes kept back between chunks at least: longer than any spelling of ``</head>``/``</body>`` looked for.
@@ -116,8 +127,36 @@ class HtmlInjector:
         self.hold = max(self.HOLD, len(link_marker), len(notice_marker))
         self.saw_html = False
         self.pending = b""
+        # A stream's scan: where in ``pending`` it goes on, and what ends the comment or element it is in (if any).
+        self.scan_from = 0
+        self.text_end: re.Pattern[bytes] | None = None
 
-    def _insertions(self, data: bytes) -> list[tuple[int, bytes]]:
+    def _stream_body_end(self, data: bytes) -> int:
+        """Where the first ``</body>`` in ``data`` that is markup starts (-1: none), scanning on from ``scan_from``;
+        ``scan_from`` is left where the next chunk's scan starts."""
+        position = self.scan_from
+        while True:
+            if self.text_end is None:
+                match = _MARKUP.search(data, position)
+                if match is None:
+                    break
+                if match[1]:
+                    # From the "--" of "<!--": "<!-->" and "<!--->" are whole (empty) comments.
+                    self.text_end, position = _COMMENT_END, match.start() + 2
+                elif match[2]:
+                    self.text_end, position = _TEXT_END[match[2].lower()], match.end()
+                else:
+                    return match.start()
+            else:
+                match = self.text_end.search(data, position)
+                if match is None:
+                    break
+                self.text_end, position = None, match.end()
+        # The data may end in a tag cut short (none is longer than ``hold``): the next chunk completes it.
+        self.scan_from = max(position, len(data) - self.hold)
+        return -1
+
+    def _insertions(self, data: bytes, whole: bool) -> list[tuple[int, bytes]]:
         """Where to insert what in ``data``; marks each piece done once it is placed (by us or before us)."""
         insertions = []
         if self.link is not None:
@@ -132,7 +171,7 @@ class HtmlInjector:
             if self.notice_marker and self.notice_marker in data:
                 self.notice = None
             else:
-                body_end = _find_tag(data, b"</body>", _BODY_CLOSE, last=True)
+                body_end = _find_tag(data, b"</body>", _BODY_CLOSE, last=True) if whole else self._stream_body_end(data)
                 if body_end >= 0:
                     insertions.append((body_end, self.notice))
                     self.notice = None
@@ -140,9 +179,9 @@ class HtmlInjector:
                     self.saw_html = True
         return insertions
 
-    def feed(self, chunk: bytes) -> bytes:
+    def feed(self, chunk: bytes, *, whole: bool = False) -> bytes:
         data = self.pending + chunk if self.pending else chunk
-        insertions = self._insertions(data)
+        insertions = self._insertions(data, whole)
         if insertions:
             # One copy of the page, however many insertions (this runs on every HTML response).
             view, pieces, previous = memoryview(data), [], 0
@@ -151,11 +190,17 @@ class HtmlInjector:
                 previous = position
             pieces.append(view[previous:])
             data = b"".join(pieces)
+            # A stream's scan goes on after what was inserted before where it stopped.
+            self.scan_from += sum(len(text) for position, text in insertions if position < self.scan_from)
         if self.link is None and self.notice is None:
             self.pending = b""
             return data
-        self.pending = data[-self.hold :]
-        return data[: -self.hold]
+        cut = max(len(data) - self.hold, 0)
+        if self.notice is not None and not whole:
+            cut = min(cut, self.scan_from)  # what the scan has not read yet stays for the next chunk
+            self.scan_from -= cut
+        self.pending = data[cut:]
+        return data[:cut]
 
     def finish(self) -> bytes:
         data, self.pending = self.pending, b""
@@ -165,7 +210,7 @@ class HtmlInjector:
         return data
 
     def rewrite(self, content: bytes) -> bytes:
-        return self.feed(content) + self.finish()
+        return self.feed(content, whole=True) + self.finish()
 
 
 class _Fragments(NamedTuple):

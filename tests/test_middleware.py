@@ -204,6 +204,25 @@ def test_injector_finds_tags_split_across_every_boundary():
         assert out == expected, cut
 
 
+def test_a_streamed_page_gets_the_notice_before_its_body_end_tag_not_one_in_a_script_or_comment():
+    """A stream was given the notice before the first "</body>" it saw: one in a script's string, a comment, a
+    style sheet or a textarea's text. Every way of cutting the page into chunks now gives what the whole page
+    gets (the last "</body>"), and so does a byte at a time."""
+    page = (
+        b"<html><head><title>a </body> b</title><SCRIPT type=module>const end = '</body>';</SCRIPT>"
+        b"<style>/* </body> */</style></head><body><!-- </body> --><textarea></body></textarea><!-->"
+        b"<p>text</p></body></html>"
+    )
+    expected = HtmlInjector(b"[L]", b"[N]").rewrite(page)
+    assert expected == page.replace(b"</head>", b"[L]</head>").replace(b"</p></body>", b"</p>[N]</body>")
+    for cut in range(1, len(page)):
+        injector = HtmlInjector(b"[L]", b"[N]")
+        out = injector.feed(page[:cut]) + injector.feed(page[cut:]) + injector.finish()
+        assert out == expected, cut
+    injector = HtmlInjector(b"[L]", b"[N]")
+    assert b"".join(injector.feed(page[i : i + 1]) for i in range(len(page))) + injector.finish() == expected
+
+
 def test_injector_sees_markers_split_across_every_boundary():
     from agent_handshake.middleware import placed_marker
 
@@ -378,10 +397,40 @@ def broken_gzip_page(request):
     return response
 
 
+#: The chunks ``script_stream`` has handed out so far.
+PULLED: list[bytes] = []
+
+
+def script_stream(request):
+    """A streamed page whose first chunk has a "</body>" in a script's string, as a player's or an editor's may."""
+    from django.http import StreamingHttpResponse
+
+    chunks = [
+        b"<!DOCTYPE html><html><head><title>Player</title></head><body>"
+        b"<script>const end = '</body>'; // where the player stops reading</script>\n"
+        b"<h1>Now playing</h1><p>" + b"intro words " * 10 + b"</p>\n",
+        b"<p>first streamed part, sent before the rest is written: " + b"more words " * 20 + b"</p>\n",
+        b"<p>second streamed part, sent before the rest is written: " + b"more words " * 20 + b"</p>\n",
+        b"</body></html>\n",
+    ]
+
+    def pulled():
+        for chunk in chunks:
+            PULLED.append(chunk)
+            yield chunk
+
+    return StreamingHttpResponse(pulled(), content_type="text/html; charset=utf-8")
+
+
 def _latin1_urls():
     from django.urls import include, path
 
-    return [path("latin1/", latin1_page), path("broken-gzip/", broken_gzip_page), path("", include("tests.urls"))]
+    return [
+        path("latin1/", latin1_page),
+        path("broken-gzip/", broken_gzip_page),
+        path("script-stream/", script_stream),
+        path("", include("tests.urls")),
+    ]
 
 
 urlpatterns = _latin1_urls()
@@ -413,3 +462,24 @@ def test_a_gzip_body_that_does_not_decompress_is_passed_on_not_a_500(client):
     assert response.status_code == 200
     assert response.content == broken_gzip_page(None).content
     assert response["Link"] == LINK_HEADER
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_a_streamed_page_keeps_its_script_and_still_streams(client):
+    """The notice went into the first chunk's script (inside its JavaScript string): it goes before the page's
+    own "</body>", and each chunk still reaches the client before the view is asked for the next one."""
+    PULLED.clear()
+    response = client.get("/script-stream/")
+    assert response.streaming
+    received, pulled_when = b"", {}
+    for piece in response.streaming_content:
+        received += piece
+        for phrase in (b"// where the player stops", b"first streamed part", b"second streamed part"):
+            if phrase in received:
+                pulled_when.setdefault(phrase, len(PULLED))
+    html = received.decode()
+    assert pulled_when == {b"// where the player stops": 1, b"first streamed part": 2, b"second streamed part": 3}
+    assert "<script>const end = '</body>'; // where the player stops reading</script>" in html
+    assert_discoverable(html)
+    assert html.index("ahp-notice") > html.index("second streamed part")
+    assert html.endswith("</body></html>\n")
