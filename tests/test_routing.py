@@ -166,6 +166,17 @@ def test_a_malformed_intent_vector_is_a_400_naming_it(client, demo_content, vect
     assert body["fields"] == ["context.intent_vector"], body
 
 
+@pytest.mark.parametrize("scale", [1e20, 1e39, 1e-25])
+def test_an_intent_vector_too_long_or_too_short_to_normalise_is_a_400_saying_so(client, demo_content, scale):
+    # Finite numbers, not all zero, whose length overflows (or underflows) a 32-bit float: the message said "must
+    # not be all zeros", which is not what is wrong with them.
+    response, body = ask(client, STOCK_REQUEST, context={"intent_vector": [scale] * 384})
+    assert response.status_code == 400, body
+    assert body["fields"] == ["context.intent_vector"], body
+    assert "normalised" in body["message"], body
+    assert "zeros" not in body["message"], body
+
+
 def test_description_embeddings_are_computed_once_and_kept_in_the_cache(client, demo_content):
     counting = {**settings.AGENT_HANDSHAKE, "EMBEDDING_BACKEND": "tests.test_routing.CountingEmbeddings"}
     description = capability_registry.get("check_inventory").description

@@ -314,8 +314,8 @@ def off_topic(vectors: np.ndarray, direction: np.ndarray) -> np.ndarray:
 def intent_vector(
     values: Sequence[Any], backend: EmbeddingBackend | None = None, *, name: str = "intent_vector"
 ) -> np.ndarray:
-    """A caller's intent vector, checked (finite numbers, the site model's dimensions, not all zero) and
-    normalised; :class:`~.errors.InvalidInput` naming ``name`` otherwise."""
+    """A caller's intent vector, checked (finite numbers, the site model's dimensions, not all zero, a length that
+    32-bit floats can hold) and normalised; :class:`~.errors.InvalidInput` naming ``name`` otherwise."""
     backend = backend or get_embedding_backend()
     numbers = isinstance(values, (list, tuple)) and all(
         isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) for value in values
@@ -330,10 +330,20 @@ def intent_vector(
             dimensions=backend.dimensions,
             model=backend.model_id,
         )
-    vector = np.asarray(values, dtype=np.float32)
-    norm = float(np.linalg.norm(vector))
-    if not math.isfinite(norm) or norm == 0:
+    if not any(values):
         raise errors.InvalidInput(f"{name} must not be all zeros.", fields=[name])
+    # Finite numbers can still have a length beyond float32's range: squared, 1e20 overflows and 1e-25 underflows
+    # (and past about 3e38 a number is no float32 at all). Such a vector has no direction the model's can be
+    # compared with here; the warnings numpy would print for it are this error.
+    with np.errstate(over="ignore", under="ignore"):
+        vector = np.asarray(values, dtype=np.float32)
+        norm = float(np.linalg.norm(vector))
+    if not math.isfinite(norm) or norm == 0:
+        raise errors.InvalidInput(
+            f"{name} could not be normalised: its length is beyond the range of 32-bit floats. Send it at unit "
+            "length (as embedding models return it).",
+            fields=[name],
+        )
     return vector / norm
 
 
