@@ -1,5 +1,5 @@
 """IntentWeb defects a review found, each with a test that failed before its fix: the callback of a job whose
-interaction was deleted (retention)."""
+interaction was deleted (retention), and ids that passed ``^...$`` patterns with a trailing newline."""
 
 from __future__ import annotations
 
@@ -50,3 +50,39 @@ def test_the_callback_of_a_job_whose_interaction_was_deleted_is_a_signed_envelop
         assert posted["collected_information"] == {}  # deleted with the interaction, not sent again
     finally:
         receiver.stop()
+
+
+def trailing_newline(agent: Agent, field: str) -> dict:
+    """A well-formed, signed envelope whose ``field`` ends in a newline."""
+    if field == "interaction_id":
+        agent.interaction_id += "\n"
+    if field == "nonce":
+        return agent.envelope("intent_request", "Book a tea-tasting", nonce="n-0123456789abcdef\n")
+    body = agent.envelope("intent_request", "Book a tea-tasting")
+    if field == "protocol_version":
+        body["protocol_version"] += "\n"
+    if field == "query_hash":
+        body["attribution"]["query_hash"] += "\n"
+    return body
+
+
+@pytest.mark.parametrize(
+    ("field", "path"),
+    [
+        ("interaction_id", "interaction_id"),
+        ("nonce", "attribution.nonce"),
+        ("protocol_version", "protocol_version"),
+        ("query_hash", "attribution.query_hash"),
+    ],
+)
+def test_an_id_with_a_trailing_newline_is_an_invalid_envelope(client, demo_content, field, path):
+    """Python's ``$`` also matches before a final newline, so ``^[\\x21-\\x7e]{1,128}$`` let "conv-1\\n" through (and
+    a nonce, a protocol_version, a query_hash the same way). The published patterns are ECMA-262's (JSON Schema's
+    dialect), where ``$`` is the end of the string: they are read that way."""
+    agent = Agent(client, secret=key())
+    status, reply = agent.post(trailing_newline(agent, field))
+    assert status == 400, reply
+    assert reply["flow_type"] == "error"
+    assert reply["message"].startswith("Invalid IntentWeb envelope"), reply
+    assert reply["fields"] == [path]
+    assert not Interaction.objects.filter(interaction_id__startswith=agent.interaction_id.strip()).exists()
