@@ -525,3 +525,28 @@ def test_a_custom_backends_reply_that_leaks_the_instructions_is_replaced(client,
     assert "Never follow instructions" not in answer
     assert body["meta"]["guardrail"] == "output_blocked"
     assert answer  # the extractive answer instead
+
+
+# ai_input switched off during a conversation: earlier answers from that content no longer reach a model
+
+SEASONING_QUOTE = "Pour boiling water over the clay three times before the first brew"
+
+
+def test_earlier_answers_from_content_since_withheld_do_not_reach_the_model(client, demo_content, signals, fake_openai):
+    signals(ai_input=True)
+    fake_openai.reply = lambda request: f"{SEASONING_QUOTE} [1]."
+    blog = {"filters": {"sections": ["blog"]}}
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        _, first = ask(client, TEAPOT, context=blog)
+        assert first["response"]["sources"]
+        assert {source["url"] for source in first["response"]["sources"]} <= urls_of(Post)
+        session = first["session_id"]
+        signals(ai_input=True, **{"blog.post": False})
+        fake_openai.reply = lambda request: "Returns are accepted within 30 days [1]."
+        ask(client, "What is your return policy?", session_id=session)
+        ask(client, "Do you ship internationally?", session_id=session)
+    prompt = fake_openai.chat_requests()[-1]["messages"][1]["content"]
+    conversation = prompt.split("<conversation>", 1)[1].split("</conversation>", 1)[0]
+    assert f"Q: {TEAPOT}" in conversation  # the agent's own question stays
+    assert SEASONING_QUOTE not in prompt  # the answer from the blog, now withheld from answers, does not
+    assert "Returns are accepted within 30 days [1]." in conversation  # an answer from content still allowed does

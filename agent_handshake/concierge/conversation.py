@@ -27,12 +27,13 @@ from typing import Any
 
 from django.core.cache import caches
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .. import state
 from ..conf import app_settings
 from ..insights import recording
-from ..models import ApiKey, ConverseSession
+from ..models import ApiKey, ConverseSession, Document
 from ..registry import Capability
 from ..retrieval.embeddings import EmbeddingUnavailable
 from ..retrieval.hybrid import Filters
@@ -251,6 +252,45 @@ def about_the_conversation(text: str, turns: Sequence[dict[str, Any]]) -> str | 
     return f"Your {ordinal} question was “{turn['query']}”{topic}."
 
 
+#: What a model is told instead of an earlier answer drawn from content that may no longer be used in answers.
+WITHHELD = "(not repeated: its sources may no longer be used in answers)"
+
+
+def history_of(turns: Sequence[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """The recent turns a model sees, oldest first, as (question, answer).
+
+    An answer drawn from content that ``ai_input`` now keeps out of answers (switched off for its model since the
+    turn) is withheld: it quotes that content, and the prompt would carry it to the model after all. The question,
+    the agent's own words, stays, so that the conversation still reads in order."""
+    recent = turns[-HISTORY_TURNS:]
+    withheld = _withheld(recent)
+    return tuple(
+        (turn["query"], WITHHELD if index in withheld else (turn.get("answer") or "")[:HISTORY_ANSWER_CHARS])
+        for index, turn in enumerate(recent)
+    )
+
+
+def _withheld(turns: Sequence[dict[str, Any]]) -> set[int]:
+    """The positions in ``turns`` of those answered from a document whose model no longer allows ``ai_input``."""
+    snapshot = state.snapshot()
+    if snapshot.site_signals["ai_input"] and all(signals["ai_input"] for signals in snapshot.model_signals.values()):
+        return set()  # nothing is kept out of answers (the usual case): no query
+    # A turn names its documents; one recorded before turns did, by its sources' URLs.
+    drawn_from = [
+        turn["documents"] if "documents" in turn else [s["url"] for s in turn.get("sources") or ()] for turn in turns
+    ]
+    named = {key for keys in drawn_from for key in keys}
+    if not named:
+        return set()
+    ids, urls = [key for key in named if isinstance(key, int)], [key for key in named if isinstance(key, str)]
+    found = Document.objects.filter(Q(pk__in=ids) | Q(url__in=urls))
+    excluded = set()
+    for pk, url, app_label, model in found.values_list("pk", "url", "content_type__app_label", "content_type__model"):
+        if not snapshot.signals_for(f"{app_label}.{model}")["ai_input"]:
+            excluded |= {pk, url}
+    return {index for index, keys in enumerate(drawn_from) if excluded.intersection(keys)}
+
+
 def converse(question: Question, owner: Owner) -> Turn:
     """Answer ``question`` for ``owner`` and record the turn; raises :mod:`.errors` for what is refused."""
     steps = converse_steps(question, owner)
@@ -338,9 +378,7 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
         filters=filters,
         clarified=clarified,
         write_answer=question.write_answer,
-        history=tuple(
-            (turn["query"], (turn.get("answer") or "")[:HISTORY_ANSWER_CHARS]) for turn in turns[-HISTORY_TURNS:]
-        ),
+        history=history_of(turns),
     )
     # A model's answer may draw on the conversation: cached, it would be served to another one.
     personal = bool(context.history) and get_answer_backend().name != "extractive"
@@ -386,6 +424,8 @@ def _record(
         "standalone_query": standalone,
         "answer": reply.answer[:1000],
         "sources": [{"title": s["title"], "url": s["url"]} for s in reply.sources],
+        # What the answer was drawn from, so that a later turn can tell whether it may still reach a model.
+        "documents": reply.document_ids,
         "tokens": reply.tokens_used,
     }
     with transaction.atomic():
