@@ -124,6 +124,57 @@ def test_close_candidates_get_a_clarification_and_the_next_turn_chooses(client, 
         assert body["meta"]["capability_used"] == "check_inventory", body
 
 
+def offered_clarification(client):
+    """A routing clarification for STOCK_REQUEST (every candidate close): its session id, its options, and the
+    number of an option after the first that answers without credentials or input (site_info)."""
+    tied = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}
+    with override_settings(AGENT_HANDSHAKE=tied):
+        _, body = ask(client, STOCK_REQUEST)
+    assert body["status"] == "clarification_needed", body
+    options = body["clarification"]["options"]
+    assert options.index("site_info") >= 1, options
+    return body["session_id"], options, options.index("site_info") + 1
+
+
+def test_a_numbered_choice_is_the_option_of_the_list_offered_after_another_option_is_gone(
+    client, demo_content, registries
+):
+    # The numbers count the options as offered: one withdrawn since then must not shift the others.
+    session_id, options, number = offered_clarification(client)
+    registries[1].unregister(options[0])
+    response, body = ask(client, STOCK_REQUEST, session_id=session_id, clarification=str(number))
+    assert response.status_code == 200, body
+    assert body["meta"]["capability_used"] == "site_info", body
+
+
+@pytest.mark.parametrize("choice", ["the first", "1", "name"])
+def test_choosing_an_option_withdrawn_since_it_was_offered_is_an_unknown_capability(
+    client, demo_content, registries, choice
+):
+    session_id, options, number = offered_clarification(client)
+    registries[1].unregister(options[0])
+    clarification = options[0] if choice == "name" else choice
+    response, body = ask(client, STOCK_REQUEST, session_id=session_id, clarification=clarification)
+    assert response.status_code == 400, body
+    assert body["code"] == "unknown_capability", body
+    assert options[0] in body["message"], body
+    assert options[0] not in body["available_capabilities"], body
+    # The clarification is still open: an option still offered is chosen by its number on the list offered.
+    response, body = ask(client, STOCK_REQUEST, session_id=session_id, clarification=str(number))
+    assert response.status_code == 200, body
+    assert body["meta"]["capability_used"] == "site_info", body
+
+
+def test_a_free_form_answer_after_an_option_was_withdrawn_is_an_unknown_capability(client, demo_content, registries):
+    # It may have meant the withdrawn one (ranked among the others, it would get a capability it did not mean).
+    session_id, options, _ = offered_clarification(client)
+    registries[1].unregister(options[1])
+    response, body = ask(client, STOCK_REQUEST, session_id=session_id, clarification="whichever checks the shelf")
+    assert response.status_code == 400, body
+    assert body["code"] == "unknown_capability", body
+    assert options[1] in body["message"], body
+
+
 def test_a_clarification_in_someone_elses_session_is_refused(client, demo_content):
     tied = {**settings.AGENT_HANDSHAKE, "ROUTING_MARGIN": 1.0}
     with override_settings(AGENT_HANDSHAKE=tied):

@@ -60,8 +60,10 @@ centring on the mean of the capabilities' texts (117 / 119 at best, on the earli
 capability's own content (site_info's about pages) as its fit (113 / 121 at best).
 
 An answer to a clarification names its choice by number ("2", "the second"), by name or intent, or, failing
-that, is ranked again among the candidates only. :func:`offer` keeps the candidates in a session and
-:func:`resume` reads the choice on the next turn.
+that, is ranked again among the candidates only. :func:`offer` keeps the candidates' names in a session and
+:func:`resume` reads the choice on the next turn against that list, not against the capabilities offered by then: a
+number counts the options as they were listed, and an option withdrawn since is an unknown capability, not the one
+that took its place (:func:`chosen_option`).
 """
 
 from __future__ import annotations
@@ -519,17 +521,26 @@ def route_ranked(ranked: list[Scored]) -> Route:
     return Route(ranked[0].capability, ranked)
 
 
+def numbered(answer: str, count: int) -> int | None:
+    """The index (from 0) of the option among ``count`` that ``answer`` names by number ("2", "the second"), or
+    None."""
+    number = re.fullmatch(r"\W*(?:the\s+)?(\d+|[a-z]+)(?:st|nd|rd|th)?\W*(?:one)?\W*", answer.lower())
+    if number:
+        word = number.group(1)
+        index = int(word) if word.isdigit() else ORDINALS.get(word)
+        if index is not None and 1 <= index <= count:
+            return index - 1
+    return None
+
+
 def choose(answer: str, candidates: Sequence[Capability]) -> Capability | None:
     """The candidate an answer to "which one?" names, or the best of them by meaning (None if there are none)."""
     if not candidates:
         return None
     lowered = answer.lower()
-    number = re.fullmatch(r"\W*(?:the\s+)?(\d+|[a-z]+)(?:st|nd|rd|th)?\W*(?:one)?\W*", lowered)
-    if number:
-        word = number.group(1)
-        index = int(word) if word.isdigit() else ORDINALS.get(word)
-        if index is not None and 1 <= index <= len(candidates):
-            return candidates[index - 1]
+    index = numbered(answer, len(candidates))
+    if index is not None:
+        return candidates[index]
     named = [
         capability
         for capability in candidates
@@ -588,8 +599,9 @@ def resume(
         offered = {capability.name: capability for capability in capabilities}
         pending = session.pending_clarification or {}
         if pending.get("kind") == PENDING_KIND:
-            candidates = [offered[name] for name in pending.get("options", []) if name in offered]
-            chosen = choose(answer, candidates) if answer else None
+            if not answer:
+                return None, False
+            chosen = chosen_option(answer, pending.get("options", []), offered)
             if chosen is None:
                 return None, False
             session.capability = chosen.name
@@ -598,3 +610,34 @@ def resume(
             session.save()
             return chosen, True
         return offered.get(session.capability), False
+
+
+def chosen_option(answer: str, options: Sequence[str], offered: dict[str, Capability]) -> Capability | None:
+    """The capability ``answer`` chooses among ``options``, the names a clarification listed, as they were listed:
+    a number counts them on that list, not on what is ``offered`` now (which may have lost one since, or gained one).
+    :class:`~.errors.UnknownCapability` when the choice is an option no longer offered, or when one is gone and the
+    answer is free text: ranked among those left, it would get a capability that an answer meaning the gone one did
+    not choose."""
+    gone = [name for name in options if name not in offered]
+    if not gone:
+        return choose(answer, [offered[name] for name in options])
+    index = numbered(answer, len(options))
+    lowered = answer.lower()
+    named = [
+        name
+        for name in options
+        if name in lowered or (name in offered and offered[name].intent_text.lower() in lowered)
+    ]
+    picked = options[index] if index is not None else named[0] if len(named) == 1 else None
+    if picked is not None and picked in offered:
+        return offered[picked]
+    if picked is not None:
+        message = f"The capability {picked!r} you chose is no longer offered."
+    else:
+        listed = ", ".join(repr(name) for name in gone)
+        message = f"Since this question was asked, {listed} {'is' if len(gone) == 1 else 'are'} no longer offered."
+    raise errors.UnknownCapability(
+        f"{message} Choose another option by its number or name, or send the request without this session.",
+        fields=["clarification"],
+        available_capabilities=list(offered),
+    )
