@@ -20,6 +20,7 @@ from agent_handshake.concierge.backends import (
     clean_untrusted,
 )
 from agent_handshake.models import ContentSignalOverride, Document, Passage, SiteProfile
+from agent_handshake.registry import content_registry
 from agent_handshake.retrieval.hybrid import HybridRetriever
 from demo_site.blog.models import Post
 from demo_site.pages.models import Page
@@ -550,3 +551,15 @@ def test_earlier_answers_from_content_since_withheld_do_not_reach_the_model(clie
     assert f"Q: {TEAPOT}" in conversation  # the agent's own question stays
     assert SEASONING_QUOTE not in prompt  # the answer from the blog, now withheld from answers, does not
     assert "Returns are accepted within 30 days [1]." in conversation  # an answer from content still allowed does
+
+
+# The answer cache follows the content registry at once, not after STATE_TTL
+
+
+def test_a_cached_answer_does_not_outlive_its_models_registration(client, demo_content, registries):
+    _, before = ask(client, TEAPOT)
+    assert {source["url"] for source in before["response"]["sources"]} & urls_of(Post)
+    content_registry.unregister(Post)
+    _, after = ask(client, TEAPOT)
+    assert after["response"]["sources"]
+    assert not {source["url"] for source in after["response"]["sources"]} & urls_of(Post)

@@ -34,7 +34,7 @@ from .. import state
 from ..conf import app_settings
 from ..insights import recording
 from ..models import ApiKey, ConverseSession, Document
-from ..registry import Capability
+from ..registry import Capability, content_registry
 from ..retrieval.embeddings import EmbeddingUnavailable
 from ..retrieval.hybrid import Filters
 from ..retrieval.index import EmbeddingModelChanged
@@ -506,6 +506,9 @@ def _cache_key(context: ConverseContext) -> str:
         None if context.filters.documents is None else sorted(context.filters.documents),
         get_answer_backend().name,
         state.snapshot().token,
+        # The registry as it is now: the token names it as it was when this process's snapshot was built (up to
+        # STATE_TTL ago), and an answer from a model unregistered since must not come back from the cache.
+        [config.label for config in content_registry],
     ]
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
     return f"agent_handshake:answer:{digest}"
