@@ -10,6 +10,10 @@ Nothing is lost and nothing is done twice:
   killed mid-job leaves no half-done work, and PostgreSQL releases the lock when its connection dies.
 - Every other worker (a redelivered message, a recovery) takes the row with ``SKIP LOCKED``: while one worker
   holds the job, the others leave it; once it is finished, they find nothing to do.
+- The worker's claim (``running``, one more attempt) is committed before its run takes the row lock, so a worker
+  killed mid-job has used an attempt. Between the two, a session-level advisory lock, held from before the claim
+  to the end of the run, tells a second delivery of the same message that a live worker has the job: it leaves
+  it, uncounted. A dead worker's connection takes that lock with it.
 
 Callbacks are sent by :func:`deliver_callback` under the same discipline: the row lock while delivering, state
 saved after each attempt, retries with exponential backoff and jitter, recovery of lost retries.
@@ -17,15 +21,16 @@ saved after each attempt, retries with exponential backoff and jitter, recovery 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from django.db import DatabaseError, models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -141,8 +146,39 @@ def _claim(job_id: str) -> bool:
         return True
 
 
+@contextlib.contextmanager
+def _worker_lock(job_id: str) -> Iterator[bool]:
+    """Whether this connection holds the job's advisory lock (taken without waiting), held until the block ends.
+
+    Session-level, so it outlives the claim's commit; re-entrant, so a retry run eagerly inside a run (Celery's
+    always-eager mode) goes ahead.
+    """
+    key = f"agent_handshake.job:{job_id}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [key])
+        held = cursor.fetchone()[0]
+    try:
+        yield held
+    finally:
+        if held:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
+            except DatabaseError:
+                # A lock left on a reused connection would keep every later delivery off the job: drop the session.
+                logger.exception("Job %s: could not release its worker lock; closing the connection", job_id)
+                connection.close()
+
+
 def run(job_id: str) -> str:
     """Run one job to its next state; safe to call any number of times, from any number of workers."""
+    with _worker_lock(job_id) as held:
+        if not held:  # another delivery's live worker has it, between its claim and the end of its run
+            return "skipped"
+        return _run(job_id)
+
+
+def _run(job_id: str) -> str:
     if not _claim(job_id):
         return "skipped"
     with transaction.atomic():
