@@ -526,6 +526,50 @@ def test_off_topic_removes_the_component_along_the_direction():
     assert np.allclose(routing.off_topic(vectors[0], direction), [0.0, 1.0, 0.0])
 
 
+def test_the_texts_are_projected_off_the_topic_once_per_model_texts_and_topic(demo_content, monkeypatch):
+    # The projection of every capability's texts was computed again on every request; it depends only on the
+    # model, the texts and the site's topic.
+    site_info = capability_registry.get("site_info")
+    examples = (*site_info.examples, f"Who are you {time.time()}")  # texts no earlier test ranked
+    fresh = dataclasses.replace(site_info, name="about_us", examples=examples)
+    capabilities = [*(c for c in capability_registry.available() if c.handler), fresh]
+    projected: list[int] = []
+    project = routing.off_topic
+
+    def recording(vectors, direction):
+        if vectors.ndim == 2:  # a capability's texts, not the request
+            projected.append(len(vectors))
+        return project(vectors, direction)
+
+    monkeypatch.setattr(routing, "off_topic", recording)
+    request = "Is the bamboo whisk sold out?"
+    first = routing.rank(request, capabilities)
+    assert len(routing.texts_of(fresh)) in projected  # its texts were never projected in this process
+    projected.clear()
+    again = routing.rank(request, capabilities)
+    assert routing.rank("Book me a tasting on Saturday", capabilities)
+    assert projected == []
+    assert [(s.capability.name, s.score, s.topical) for s in again] == [
+        (s.capability.name, s.score, s.topical) for s in first
+    ]
+    # The scores are the projection's as computed for this request.
+    direction = routing.topic()
+    off_request = project(routing.embed_query(request), direction)
+    weight = app_settings.ROUTING_CUE_WEIGHT
+    scores = {s.capability.name: s.score for s in first}
+    for capability, matrix in zip(capabilities, routing.described(capabilities), strict=True):
+        fit = routing.nearest_mean(project(matrix, direction) @ off_request)
+        assert scores[capability.name] in (pytest.approx(fit, abs=1e-6), pytest.approx(fit + weight, abs=1e-6))
+    # Another topic (the content changed): projected again.
+    Document.objects.filter(pk=Document.objects.order_by("pk").values("pk")[:1]).delete()
+    state.invalidate()
+    try:
+        routing.rank(request, capabilities)
+        assert len(projected) == len(capabilities)
+    finally:
+        state.invalidate()
+
+
 @pytest.mark.parametrize("query", ["Who runs this tea shop?", "When was the tea shop founded?"])
 def test_the_sites_topic_is_no_evidence_for_a_capability(demo_content, query):
     # Every request to a tea shop is about tea, and so are the booking's examples ("Book me in for a tea tasting"):
