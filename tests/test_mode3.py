@@ -164,6 +164,27 @@ def test_structured_input_is_validated_before_anything_runs(client, shop):
     assert wrong.json()["fields"] == ["context.input.items.0.quantity"]
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        # A site's own input pattern (the demo's SKU), which the capability's code relies on.
+        (
+            {"capability": "custom_quote", "context": {"input": {"items": [{"sku": "LK-TEA-0001\n", "quantity": 1}]}}},
+            "context.input.items.0.sku",
+        ),
+        # The AHP request's own patterns.
+        ({"capability": "custom_quote\n", "context": {}}, "capability"),
+        ({"capability": "custom_quote", "ahp": "0.1\n", "context": {}}, "ahp"),
+    ],
+)
+def test_a_pattern_ending_in_dollar_refuses_a_trailing_line_break(client, shop, body, field):
+    """JSON Schema patterns are ECMA-262's, where "$" ends the string; Python's also matches before a final "\\n"."""
+    response = converse(client, {"query": "quote", **body})
+    assert response.status_code == 400, response.json()
+    assert response.json()["code"] == "invalid_request"
+    assert response.json()["fields"] == [field]
+
+
 def test_quote_is_computed_from_prices_and_quantities(client, shop):
     """Fixed figures from the demo catalogue (LK-TEA-0001 $38.00, -0002 $32.00, -0003 $24.00, -0004 $64.00 with 9
     in stock, -0005 $18.50): 10 % off from $150, 5 % from $75, cents rounded half up, $6.50 shipping under $50."""

@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 
 from ..concierge.errors import InvalidInput
+from ..concierge.invocation import SchemaValidator
 from ..concierge.validation import check_query, dotted, load_object, moment
 
 TYPE = {"type": "string", "pattern": r"^(text|application|media|file|x-[a-z][a-z0-9-]*)/[a-z][a-z0-9_-]*$"}
@@ -67,7 +68,7 @@ REQUEST_SCHEMA: dict[str, Any] = {
         },
     },
 }
-_validator = jsonschema.Draft7Validator(REQUEST_SCHEMA)
+_validator = SchemaValidator(REQUEST_SCHEMA)
 
 
 class RequestError(Exception):

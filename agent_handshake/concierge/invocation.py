@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -193,8 +194,31 @@ class InputProblem:
     invalid: dict[str, str]  # field path -> message
 
 
-def validator(schema: dict[str, Any]) -> jsonschema.Draft7Validator:
-    return jsonschema.Draft7Validator(schema, format_checker=FORMAT_CHECKER)
+@functools.lru_cache(maxsize=64)
+def python_pattern(pattern: str) -> str:
+    """``pattern`` with its final ``$`` anchor (not an escaped ``\\$``) written as Python's end of string, ``\\Z``."""
+    body = pattern[:-1]
+    if pattern.endswith("$") and (len(body) - len(body.rstrip("\\"))) % 2 == 0:
+        return body + r"\Z"
+    return pattern
+
+
+def ecma_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Exception]:
+    """JSON Schema's ``pattern`` read as ECMA-262 reads it, the dialect JSON Schema (and the OpenAPI documents that
+    publish our schemas) promises: there ``$`` is the end of the string, where Python's ``$`` also matches
+    before a final newline (jsonschema uses ``re.search``), which let "conv-1\\n" through ``^[\\x21-\\x7e]{1,128}$``.
+    The patterns themselves keep ``$``: ``\\Z`` in the published schema would be a literal "Z" to its readers."""
+    if validator.is_type(instance, "string") and not re.search(python_pattern(pattern), instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+#: Draft 7 with ``pattern`` read as ECMA-262 reads it: the capabilities' input schemas, the AHP request and the
+#: IntentWeb envelope are all checked with it (a site's ``^LK-\\d{5}$`` refuses "LK-10001\\n").
+SchemaValidator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": ecma_pattern})
+
+
+def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    return SchemaValidator(schema, format_checker=FORMAT_CHECKER)
 
 
 def check_input(capability: Capability, data: dict[str, Any]) -> InputProblem | None:

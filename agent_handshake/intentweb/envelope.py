@@ -9,15 +9,11 @@ an ``async`` capability's result is posted). Unknown fields are ignored, as §10
 from __future__ import annotations
 
 import datetime
-import functools
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from ..concierge import errors
+from ..concierge.invocation import SchemaValidator
 
 PROTOCOL_VERSION = "1.0"
 FLOW_TYPES = (
@@ -66,25 +62,7 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-@functools.lru_cache(maxsize=64)
-def python_pattern(pattern: str) -> str:
-    """``pattern`` with its final ``$`` anchor (not an escaped ``\\$``) written as Python's end of string, ``\\Z``."""
-    body = pattern[:-1]
-    if pattern.endswith("$") and (len(body) - len(body.rstrip("\\"))) % 2 == 0:
-        return body + r"\Z"
-    return pattern
-
-
-def ecma_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Exception]:
-    """JSON Schema's ``pattern`` read as ECMA-262 reads it, the dialect JSON Schema (and the OpenAPI document that
-    publishes :data:`SCHEMA`) promises: there ``$`` is the end of the string, where Python's ``$`` also matches
-    before a final newline (jsonschema uses ``re.search``), which let "conv-1\\n" through ``^[\\x21-\\x7e]{1,128}$``.
-    The patterns themselves keep ``$``: ``\\Z`` in the published schema would be a literal "Z" to its readers."""
-    if validator.is_type(instance, "string") and not re.search(python_pattern(pattern), instance):
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-_validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": ecma_pattern})(SCHEMA)
+_validator = SchemaValidator(SCHEMA)
 
 
 @dataclass
