@@ -618,6 +618,20 @@ def test_the_defaults_fit_among_questions_leaves_out_the_content_the_others_answ
     assert routing.route("Do you ship to Canada?", capabilities, default=default).chosen.name == "site_info"
 
 
+def test_the_content_is_searched_once_for_an_actions_floor_and_the_questions_fit_leaving_out_the_same(demo_content):
+    # A get_<model> answers from the model a stock check acts on: the question's fit (the content outside what the
+    # other answering capabilities answer from) and the stock check's floor (the content outside its object) leave
+    # out the same model, and were two searches for one nearest passage.
+    names = ("content_search", "get_product", "check_inventory")
+    capabilities = [capability_registry.get(name) for name in names]
+    default = capabilities[0]
+    with CaptureQueriesContext(connection) as queries:
+        route = routing.route(CONTENT_QUESTION, capabilities, default=default)
+    assert route.chosen is default
+    searches = [query["sql"] for query in queries.captured_queries if "<=>" in query["sql"]]
+    assert len(searches) == 1, searches
+
+
 @pytest.mark.parametrize("query", ["What are your hours on Saturday?", "Is the shop open on Sundays?"])
 def test_opening_hours_are_asked_of_contact(demo_content, query):
     # contact answers with the profile's opening hours and its texts say so: these no longer go to the booking

@@ -78,7 +78,7 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -510,22 +510,27 @@ def route(
         return Route(None, [])
     if default is not None:
         assert vector is not None
-        floors: dict[tuple[str, ...], float] = {}
+        fits: dict[tuple[str, ...], float] = {}
+
+        def fit(excluding: Sequence[str]) -> float:
+            # One search per set of models left out: an action's floor and the question's fit often leave out the
+            # same (a get_<model> answers from the model a stock check acts on; with neither, the whole content).
+            key = tuple(sorted({label.lower() for label in excluding}))
+            if key not in fits:
+                fits[key] = content_fit(vector, default, key)
+            return fits[key]
 
         def floor(capability: Capability) -> float:
             # The content an action acts on (its applies_to models: a product for a stock check) is its object,
             # not a competing answer: the action is weighed against the rest of the content.
-            excluding = tuple(sorted(capability.applies_to))
-            if excluding not in floors:
-                fit = content_fit(vector, default, excluding)
-                floors[excluding] = max(app_settings.ROUTING_MIN_SCORE, fit - app_settings.ROUTING_CONTENT_MARGIN)
-            return floors[excluding]
+            margin = app_settings.ROUTING_CONTENT_MARGIN
+            return max(app_settings.ROUTING_MIN_SCORE, fit(list(capability.applies_to)) - margin)
 
         claimed = [
             item for item in ranked if not item.capability.action_type or item.against_content >= floor(item.capability)
         ]
         if not any(item.capability.action_type for item in claimed):
-            answering = route_ranked(as_question(claimed, default, vector))
+            answering = route_ranked(as_question(claimed, default, vector, content=fit))
             if answering.chosen is None or answering.chosen is default:
                 return Route(default, ranked, defaulted=answering.chosen is None)
             return Route(answering.chosen, ranked)
@@ -533,15 +538,24 @@ def route(
     return route_ranked(ranked)
 
 
-def as_question(ranked: list[Scored], default: Capability, vector: np.ndarray) -> list[Scored]:
+def as_question(
+    ranked: list[Scored],
+    default: Capability,
+    vector: np.ndarray,
+    *,
+    content: Callable[[Sequence[str]], float] | None = None,
+) -> list[Scored]:
     """``ranked`` (answering capabilities only) with the ``default``'s fit taken from the content as well as from
     its texts: the best passage outside what the other capabilities answer from (``site_info``'s about pages, a
     ``get_<model>``'s model), less ``QUESTION_CONTENT_MARGIN``, when that is more. The default's two generic texts
     fit a content question ("What is L-theanine?") less than ``site_info``'s or ``contact``'s examples, which are
     questions too; the passage that answers it fits it well. The content they answer from is left out, as an
-    action's object is (an about page fits the about question)."""
+    action's object is (an about page fits the about question). ``content``: that passage's similarity given the
+    models left out, from searches :func:`route` already made for this request (:func:`content_fit` otherwise)."""
     theirs = {label for item in ranked if item.capability is not default for label in item.capability.models}
-    fit = content_fit(vector, default, tuple(sorted(theirs))) - QUESTION_CONTENT_MARGIN
+    if content is None:
+        content = functools.partial(content_fit, vector, default)
+    fit = content(tuple(sorted(theirs))) - QUESTION_CONTENT_MARGIN
     adjusted = [
         Scored(item.capability, max(item.score, fit), item.topical) if item.capability is default else item
         for item in ranked
