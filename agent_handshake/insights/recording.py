@@ -10,8 +10,9 @@ Celery task, the shell).
 A finished record is appended to a process-local buffer under a lock, and that is all a request pays. A daemon
 thread, started with the first record (and again in a forked child: gunicorn's workers), writes the buffer with
 one ``bulk_create`` every ``INSIGHTS_FLUSH_SECONDS`` on a database connection of its own, closed after each
-write, and once more when the interpreter exits. Whatever turns a record into a row (the question's redaction,
-the sender's network prefix) is done there too. Recording never raises into a request: a buffer over
+write, and once more when the interpreter exits (after the write under way, if any: at most
+``EXIT_WAIT_SECONDS``). Whatever turns a record into a row (the question's redaction, the sender's network prefix)
+is done there too. Recording never raises into a request: a buffer over
 ``INSIGHTS_BUFFER_MAX`` drops the newest records (counted in :func:`dropped`, and logged); a write that fails
 keeps its records for the next one (a record that can never be stored is dropped and logged). A process that
 dies loses the records not yet written: at most ``INSIGHTS_FLUSH_SECONDS`` of its requests.
@@ -69,6 +70,8 @@ logger = logging.getLogger(__name__)
 MAX_QUESTION_CHARS = 1000
 #: The anonymous sender's network as stored: an IPv4 /24 or an IPv6 /48 (the address itself never is).
 IPV4_PREFIX, IPV6_PREFIX = 24, 48
+#: How long a process that exits waits for a write its writer thread has under way (seconds).
+EXIT_WAIT_SECONDS = 10
 
 _AGENT_CHARS = AgentRequest._meta.get_field("agent").max_length
 _CAPABILITY_CHARS = AgentRequest._meta.get_field("capability").max_length
@@ -369,7 +372,15 @@ class Buffer:
 
     def at_exit(self) -> None:
         interval = float(app_settings.INSIGHTS_FLUSH_SECONDS)
-        if self.writer_allowed and interval > 0 and os.getpid() == self.pid and self.records:
+        if not (self.writer_allowed and interval > 0 and os.getpid() == self.pid):
+            return
+        # The writer may be in the middle of a write: its records are out of the buffer, and the interpreter stops
+        # daemon threads right after the exit hooks, so the process waits for that write (a while) before its own.
+        writer = self.thread
+        self.stop_writer()
+        if writer is not None and writer is not threading.current_thread():
+            writer.join(EXIT_WAIT_SECONDS)
+        if self.records:
             self.write_out()
 
     def stop_writer(self) -> None:

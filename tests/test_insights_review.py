@@ -1,0 +1,72 @@
+"""Agent traffic insights, reviewed: what a process loses at exit, and what redaction leaves in a stored question.
+
+The exit test runs a real Python process with a writer thread on the test database (outside the tests'
+transactions, like the live servers of ``test_insights_recording.py``) and holds a lock on the table so that its
+writer is caught in the middle of a write when the process exits.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection, transaction
+
+from agent_handshake.models import AgentRequest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXITING = textwrap.dedent(
+    """
+    import sys, time
+    import django
+    django.setup()
+    from agent_handshake.insights import recording
+    for _ in range(50):
+        record = recording.begin("ahp", "content_search")
+        recording.note(requesting_agent="exit-test")
+        record.settle(200, agent_kind="anonymous", address="192.0.2.1")
+        recording.finish(record)
+    deadline = time.monotonic() + 30
+    while recording.pending() and time.monotonic() < deadline:  # the writer thread has taken them
+        time.sleep(0.01)
+    print("taken", flush=True)
+    sys.stdin.readline()
+    sys.exit(0)  # a normal exit: a gunicorn worker restarted, a server stopped
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_write_under_way_when_the_process_exits_is_finished_not_lost(transactional_db):
+    """The writer thread has taken the records and its insert waits (here: for a lock) when the process exits
+    normally: the exit waits for that write instead of killing the thread with its records."""
+    if True:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "AGENT_HANDSHAKE_DB_NAME": connection.settings_dict["NAME"],
+            "AGENT_HANDSHAKE_INSIGHTS_FLUSH_SECONDS": "0.2",
+        }
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:  # inserts wait until this transaction ends
+                    cursor.execute(f"LOCK TABLE {AgentRequest._meta.db_table} IN EXCLUSIVE MODE")
+                process = subprocess.Popen(
+                    [sys.executable, "-c", EXITING], cwd=ROOT, env=env, text=True,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                )  # fmt: skip
+                assert process.stdout.readline().strip() == "taken"
+                process.stdin.write("\n")
+                process.stdin.flush()
+                time.sleep(1.5)  # the process is exiting (or, without the fix, gone)
+            _, errors = process.communicate(timeout=30)
+            assert process.returncode == 0, errors
+            assert AgentRequest.objects.filter(agent="exit-test @ 192.0.2.0/24").count() == 50
+        finally:
+            AgentRequest.objects.filter(agent="exit-test @ 192.0.2.0/24").delete()
