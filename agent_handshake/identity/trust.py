@@ -55,6 +55,9 @@ def scopes_of(agent: VerifiedAgent) -> list[str]:
 def record(agent_id: int, accepted: bool, reason: str) -> None:
     """Move an unpinned agent's trust for one request (see the module docstring), with its history row."""
     delta = ACCEPTED if accepted else REFUSED
+    # The reason names the request's path, which may hold a NUL (``%00``) that no text column can: the history row
+    # must not turn the agent's answer into a 500.
+    reason = reason.replace("\x00", "\ufffd")
     agents, events = VerifiedAgent._meta.db_table, TrustEvent._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
