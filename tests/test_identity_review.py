@@ -28,3 +28,27 @@ def test_a_verified_agents_request_for_a_path_with_a_nul_is_answered_and_moves_i
     assert event.delta == pytest.approx(-0.02)
     assert "\x00" not in event.reason
     assert event.reason == "GET /schema-templates/book\ufffding -> 404"
+
+
+def test_two_rotations_in_the_same_second_keep_both_old_keys(db, tmp_path, settings):
+    """``--rotate`` keeps the old key file beside the new one (``.rotated-<time>``); a second rotation within the
+    same second replaced the first one's kept file, so a key the manifests still announce was lost."""
+    from io import StringIO
+
+    from cryptography.hazmat.primitives import serialization
+    from django.core.management import call_command
+    from django.test import override_settings
+
+    path = tmp_path / "site.pem"
+    with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "SITE_KEY_FILE": str(path)}):
+        call_command("agent_site_key", stdout=StringIO())
+        keys = [path.read_bytes()]
+        for _ in range(3):  # milliseconds apart: at least two share a second
+            call_command("agent_site_key", "--rotate", stdout=StringIO())
+            keys.append(path.read_bytes())
+    kept = sorted(tmp_path.glob("site.pem.rotated-*"))
+    assert len(kept) == 3
+    assert {file.read_bytes() for file in kept} == set(keys[:3])
+    for file in kept:  # each is still a readable key, mode 0600 like the original
+        serialization.load_pem_private_key(file.read_bytes(), password=None)
+        assert file.stat().st_mode & 0o777 == 0o600

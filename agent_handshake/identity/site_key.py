@@ -179,12 +179,22 @@ def rotate_site_key() -> tuple[str, str, Path]:
     old = site_did()
     rotated_site_keys()  # the old key is on record before it goes
     path = key_file_path()
-    kept = path.with_name(f"{path.name}.rotated-{int(time.time())}")
+    kept = _unused_name(path.with_name(f"{path.name}.rotated-{int(time.time())}"))
     os.replace(path, kept)
     _loaded = None
     load_site_key()
     rotated_site_keys()
     return old, site_did(), kept
+
+
+def _unused_name(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``...: the first that is not taken. Two rotations within one second would
+    otherwise give the same name, and ``os.replace`` would overwrite the first one's kept key."""
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}-{number}")
+    return candidate
 
 
 def rotated_site_keys() -> list[Any]:
