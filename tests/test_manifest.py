@@ -251,3 +251,19 @@ def test_long_profile_text_is_cut_to_the_schema_limits(client, ahp_schemas):
     assert len(manifest["name"]) <= 128
     assert len(manifest["description"]) <= 512
     assert_valid_manifest(manifest, ahp_schemas)
+
+
+def test_profile_text_with_combining_marks_is_cut_to_the_schema_limits(client, ahp_schemas):
+    """The schema's maxLength counts code points; Django's Truncator does not count combining marks (Arabic
+    harakat, Thai tone marks, Hebrew points), so a vocalised Arabic description of 780 code points was not cut."""
+    arabic = "مَرْحَبًا بِكُمْ فِي مَتْجَرِ الشَّايِ " * 20
+    make_profile(name="مَتْجَرُ الشَّايِ", description=arabic)
+    _, manifest = get_manifest(client)
+    assert len(manifest["description"]) <= 512
+    assert manifest["description"].startswith(arabic[:500])
+    assert_valid_manifest(manifest, ahp_schemas)
+    with override_settings(AGENT_HANDSHAKE={"SITE_NAME": "ก่" * 100}):  # 200 code points, no profile name
+        SiteProfile.objects.update(name="")
+        _, manifest = get_manifest(client)
+    assert len(manifest["name"]) <= 128
+    assert_valid_manifest(manifest, ahp_schemas)

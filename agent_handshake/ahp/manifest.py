@@ -7,7 +7,6 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
-from django.utils.text import Truncator
 
 from ..conf import app_settings
 from ..identity.site_key import rotated_site_keys, site_did, site_public_key
@@ -16,6 +15,13 @@ from ..state import Snapshot
 
 MODES = ("MODE1", "MODE2", "MODE3")
 logger = logging.getLogger(__name__)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` code points, ending in "…" when cut: the schema's ``maxLength`` counts code
+    points, and Django's ``Truncator`` counts no combining marks (Arabic harakat, Thai tone marks, Hebrew points),
+    so it left such text longer than the limit."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def converse_path() -> str | None:
@@ -124,8 +130,8 @@ def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
     rate_limits = app_settings.RATE_LIMITS
     manifest: dict[str, Any] = {
         "ahp": AHP_VERSION,
-        "name": Truncator(snapshot.name).chars(128) if snapshot.name else "",
-        "description": Truncator(snapshot.description).chars(512),
+        "name": cut(snapshot.name, 128),
+        "description": cut(snapshot.description, 512),
         "modes": [mode for mode in MODES if mode in modes],
         "endpoints": endpoints,
         "capabilities": [capability.manifest_entry() for capability in capabilities],
