@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.db import connection, transaction
 
+from agent_handshake.insights.redaction import redact
 from agent_handshake.models import AgentRequest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,3 +71,30 @@ def test_a_write_under_way_when_the_process_exits_is_finished_not_lost(transacti
             assert AgentRequest.objects.filter(agent="exit-test @ 192.0.2.0/24").count() == 50
         finally:
             AgentRequest.objects.filter(agent="exit-test @ 192.0.2.0/24").delete()
+
+
+# --- redaction: secrets ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("my key is sk-proj-aB3dE5fG7hJ9kL1mN3oP5qR7sT9uV1wX3yZ, why 401?", "my key is [secret], why 401?"),
+        (
+            "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"
+            ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "Authorization: Bearer [secret]",
+        ),
+        ("token ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8 works?", "token [secret] works?"),
+        ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe [secret]"),
+        ("session 5d41402abc4b2a76b9719d911017c592", "session [secret]"),
+        ("reset link https://shop.example/reset/Zk3pQ9vX2mL7rT4wY8nB1cD6 expired", "reset link https:[secret] expired"),
+        # Kept: long words, slugs, SKUs and model numbers are not secrets.
+        ("Donaudampfschifffahrtsgesellschaftskapitän tea", "Donaudampfschifffahrtsgesellschaftskapitän tea"),
+        ("see /products/organic-green-tea-2024-edition", "see /products/organic-green-tea-2024-edition"),
+        ("LK-TEA-0001 or AKIAIOSFODNN7EXAMPLE?", "LK-TEA-0001 or AKIAIOSFODNN7EXAMPLE?"),
+        ("IBAN FR7630006000011234567890189", "IBAN FR[number]"),
+    ],
+)
+def test_tokens_and_keys_in_a_question_are_not_stored(text, expected):
+    assert redact(text) == expected

@@ -1,4 +1,4 @@
-"""What is taken out of a question before it is stored: email addresses, phone numbers and long digit runs.
+"""What is taken out of a question before it is stored: email addresses, secrets, phone numbers and long digit runs.
 
 The text is normalised first, and the normalised text is what is stored: Unicode NFKC (full-width digits become
 ``0-9``, a non-breaking space a space), invisible characters that could split a number (soft hyphen, zero-width
@@ -10,6 +10,10 @@ U+2015, U+2212...) turned into ``-``, and any run of whitespace into one space.
   ``(555) 123-4567``, ``(555)123-4567``, ``020 7946 0958``, ``555-1234567`` or ``555 - 123 - 4567``; and any number
   of 7 or more digits after a ``+`` (``+441234567890``). Between two groups: a space, a comma, or one of
   ``- . / _`` with an optional space on either side; or nothing next to a bracketed group.
+- ``[secret]``: a token-like string (an API key, a bearer token, a JWT, a hex session id, a link's secret part):
+  letters, digits and ``_ - . + / = ~`` without a space, holding 20 or more ASCII letters and digits in a row that
+  switch between letters and digits at least 3 times (``sk-proj-aB3dE5...``, ``eyJhbGciOiJIUzI1NiJ9.eyJ...``). Words,
+  slugs (``organic-green-tea-2024-edition``), SKUs and an IBAN's letters (``FR76...``) do not switch like that.
 - ``[number]``: any run of 6 or more digits, inside a word or not (a card, account, order or ID number), and a
   grouped number of more than 15 digits (``4111 1111 1111 1111``, ``4111,1111,1111,1111``), and four or five
   groups of four digits separated by a comma and a space (``4111, 1111, 1111, 1111``) unless they are years.
@@ -54,6 +58,20 @@ CARD_LIST = re.compile(r"(?<![\d,])\d{4}(?:, \d{4}){3,4}(?![\d])")
 
 PHONE_DIGITS = range(7, 16)
 
+#: A candidate token: starting where a token starts (linear time, as for EMAIL), at least as long as a secret part.
+TOKEN = re.compile(r"(?<![A-Za-z0-9_.+/=~-])[A-Za-z0-9_.+/=~-]{20,}")
+SECRET_PART = re.compile(r"[A-Za-z0-9]{20,}")
+#: Letters to digits or digits to letters: random keys switch often, words and product codes hardly.
+SWITCH = re.compile(r"[A-Za-z](?=[0-9])|[0-9](?=[A-Za-z])")
+SECRET_SWITCHES = 3
+
+
+def _token(match: re.Match[str]) -> str:
+    for part in SECRET_PART.finditer(match.group()):
+        if len(SWITCH.findall(part.group())) >= SECRET_SWITCHES:
+            return "[secret]"
+    return match.group()
+
 
 def _grouped(match: re.Match[str]) -> str:
     text = match.group()
@@ -80,9 +98,10 @@ def normalise(text: str) -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` normalised, with email addresses, phone numbers and long digit runs replaced by placeholders (see
-    the module docstring)."""
+    """``text`` normalised, with email addresses, secrets, phone numbers and long digit runs replaced by placeholders
+    (see the module docstring)."""
     text = EMAIL.sub("[email]", normalise(text))
+    text = TOKEN.sub(_token, text)  # before the digit rules, which would leave a key's letters readable
     text = CARD_LIST.sub(lambda match: match.group() if YEARS.fullmatch(match.group()) else "[number]", text)
     text = GROUPED.sub(_grouped, text)
     return DIGIT_RUN.sub("[number]", text)
