@@ -116,7 +116,9 @@ def described(name: str, spec: dict[str, Any]) -> str:
     text = str(spec.get("description") or spec.get("title") or name.replace("_", " ").capitalize()).rstrip(".")
     parts = [text + "."]
     if "enum" in spec:
-        parts.append("Acceptable values: " + ", ".join(json.dumps(value) for value in spec["enum"]) + ".")
+        # Written as the user would say them (an LLM reads this): "Grüntee", not "Gr\u00fcntee".
+        values = (json.dumps(value, ensure_ascii=False) for value in spec["enum"])
+        parts.append("Acceptable values: " + ", ".join(values) + ".")
     if spec.get("format") in FORMATS:
         parts.append(f"Format: {FORMATS[spec['format']]}.")
     elif "pattern" in spec:
@@ -152,9 +154,15 @@ def security_relevant(capability: Capability, key_name: str) -> bool:
     return bool(SECURITY_WORDS & set(key_name.lower().split("_"))) or spec.get("format") == "email"
 
 
+#: How templates are written from a declaration; raised when that changes, so a deploy republishes what was
+#: published before (the version goes up only where the content changed). 2: allowed values written unescaped.
+BUILD = 2
+
+
 def source_digest(capability: Capability) -> str:
-    """What the template takes from the capability's declaration, as a digest (a deploy that changes it)."""
-    declared = [capability.description, capability.input_schema, capability.output_schema]
+    """What the template takes from the capability's declaration, and how it is written (:data:`BUILD`), as a
+    digest (a deploy that changes either)."""
+    declared = [capability.description, capability.input_schema, capability.output_schema, BUILD]
     return hashlib.sha256(json.dumps(declared, sort_keys=True, default=str).encode()).hexdigest()
 
 
