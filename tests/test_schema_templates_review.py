@@ -60,3 +60,38 @@ def test_a_template_published_before_the_fix_is_republished_unescaped(client, re
     body = template(client, "order_tea")
     assert body["schema_id"] == "order_tea_v2"
     assert body["keys"][0]["semantic_description"] == 'Tea. Acceptable values: "Grüntee".'
+
+
+@pytest.fixture
+def tea(registries):
+    @capability(
+        description="Order a tea.",
+        input_schema={"type": "object", "required": ["tea"], "properties": {"tea": {"type": "string"}}},
+        output_schema={"type": "object"},
+    )
+    def order_tea(invocation: Invocation) -> Outcome:
+        return Outcome({"tea": invocation.input["tea"]})
+
+    return order_tea
+
+
+@pytest.mark.parametrize("written", ["pt_BR", "PT_br"])
+def test_a_translation_is_found_however_its_editor_wrote_the_tag(
+    client, tea, written, django_capture_on_commit_callbacks
+):
+    """An editor who writes the language as Django's locale names do (pt_BR), or in capitals, has the translation
+    served to an agent asking for pt-BR."""
+    from agent_handshake.models import SchemaTemplate
+    from tests.test_schema_templates import editor, inline_form
+
+    template(client, "order_tea")
+    row = SchemaTemplate.objects.get(scenario="order_tea")
+    client.force_login(editor("view_schematemplate", "change_schematemplate", "add_schemakeytext",
+                              "change_schemakeytext", "view_schemakeytext"))  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/",
+                               inline_form("order_tea", [("tea", written, "Qual chá.")]))  # fmt: skip
+    assert response.status_code == 302
+    for asked in ("pt-BR", "pt_br", "PT-BR"):
+        body = template(client, "order_tea", preferred_language=asked)
+        assert (body["language"], body["keys"][0]["semantic_description"]) == ("pt-br", "Qual chá."), asked

@@ -155,8 +155,9 @@ def security_relevant(capability: Capability, key_name: str) -> bool:
 
 
 #: How templates are written from a declaration; raised when that changes, so a deploy republishes what was
-#: published before (the version goes up only where the content changed). 2: allowed values written unescaped.
-BUILD = 2
+#: published before (the version goes up only where the content changed). 2: allowed values written unescaped;
+#: 3: translations' language tags kept as they are looked up.
+BUILD = 3
 
 
 def source_digest(capability: Capability) -> str:
@@ -210,8 +211,8 @@ def build(capability: Capability, texts: list[SchemaKeyText], proposals: list[Pr
     )
     translations: dict[str, dict[str, str]] = {}
     for text in texts:
-        if text.language:
-            translations.setdefault(text.language.lower(), {})[text.key_name] = text.semantic_description
+        if text.language:  # kept as language_of reads a request's tag: "pt_BR" (as Django writes locales) is pt-br
+            translations.setdefault(language_tag(text.language), {})[text.key_name] = text.semantic_description
     return {
         "description": capability.description,
         "keys": keys,
@@ -276,12 +277,17 @@ def current(capability: Capability, at_least: int = 0) -> SchemaTemplate:
     return row
 
 
+def language_tag(value: str) -> str:
+    """A language tag as translations are kept and looked up: lower case, subtags joined by hyphens."""
+    return value.strip().lower().replace("_", "-")
+
+
 def language_of(published: dict[str, Any], preferred: str | None) -> tuple[str, dict[str, str]]:
     """The language to describe the keys in (an editor's translation for ``preferred`` or its primary subtag,
     else the site's ``LANGUAGE_CODE``) and that language's texts."""
     translations = published.get("translations") or {}
     if preferred:
-        tag = preferred.strip().lower().replace("_", "-")
+        tag = language_tag(preferred)
         for candidate in (tag, tag.split("-")[0]):
             if candidate in translations:
                 return candidate, translations[candidate]
