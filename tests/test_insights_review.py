@@ -7,18 +7,24 @@ writer is caught in the middle of a write when the process exits.
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
 import textwrap
 import time
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection, transaction
+from django.urls import reverse
 
+from agent_handshake.insights.aggregation import run_daily
 from agent_handshake.insights.redaction import redact
-from agent_handshake.models import AgentRequest
+from agent_handshake.models import AgentRequest, DailyTraffic
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,3 +104,34 @@ def test_a_write_under_way_when_the_process_exits_is_finished_not_lost(transacti
 )
 def test_tokens_and_keys_in_a_question_are_not_stored(text, expected):
     assert redact(text) == expected
+
+
+# --- a site without time zone support -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_site_without_time_zone_support_gets_its_aggregates_pages_and_summary(client, settings):
+    """With ``USE_TZ = False`` (datetimes are the site's local time, naive) the daily task, the overview and the weekly
+    summary raised ValueError (localtime() of a naive datetime): nothing was aggregated, nor purged after retention."""
+    settings.USE_TZ = False
+    now = datetime.datetime.now()
+    yesterday = now.date() - datetime.timedelta(days=1)
+    common = {"protocol": "ahp", "outcome": "success", "status": 200, "latency_ms": 12, "agent_kind": "anonymous"}
+    AgentRequest.objects.create(at=datetime.datetime.combine(yesterday, datetime.time(23, 30)), agent="late", **common)
+    AgentRequest.objects.create(at=datetime.datetime.combine(now.date(), datetime.time(0, 0)), agent="today", **common)
+    AgentRequest.objects.create(at=datetime.datetime.combine(yesterday, datetime.time(0, 0)), agent="early", **common)
+    AgentRequest.objects.create(at=now - datetime.timedelta(days=40), agent="old", **common)
+
+    assert run_daily()["aggregated"] == [(now - datetime.timedelta(days=40)).date().isoformat(), yesterday.isoformat()]
+    assert dict(DailyTraffic.objects.values_list("agent", "day")) == {
+        "old": (now - datetime.timedelta(days=40)).date(), "late": yesterday, "early": yesterday,
+    }  # fmt: skip
+    assert sorted(AgentRequest.objects.values_list("agent", flat=True)) == ["early", "late", "today"]  # "old": purged
+
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    overview = client.get(reverse("admin:agent_handshake_agentrequest_changelist"))
+    assert overview.status_code == 200
+    assert 'id="total-requests">3<' in overview.content.decode()  # the last 14 days: yesterday's two, today's one
+    out = StringIO()
+    call_command("agent_insights_summary", "--days", "1", stdout=out)
+    assert "Requests: 2 " in out.getvalue()

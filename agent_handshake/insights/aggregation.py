@@ -1,10 +1,11 @@
 """Daily aggregates of the raw agent requests, the retention purge, and reading any date range.
 
-Days are the site's days: calendar days in ``settings.TIME_ZONE`` (with ``USE_TZ``), because owners read "requests
-on Tuesday" in their own time. A day is *closed* once it has ended there; ``run_daily`` aggregates every closed day
-whose raw rows are not all counted in its aggregates yet, then deletes the raw rows of the days older than
-``INSIGHTS_RETENTION_DAYS`` whose aggregates count every one of them (a day that was not aggregated is never
-purged). Each day is (re)computed in one transaction that replaces its rows, so running it twice changes nothing.
+Days are the site's days: calendar days in ``settings.TIME_ZONE`` (with ``USE_TZ``; without it, of the naive local
+times stored), because owners read "requests on Tuesday" in their own time. A day is *closed* once it has ended
+there; ``run_daily`` aggregates every closed day whose raw rows are not all counted in its aggregates yet, then
+deletes the raw rows of the days older than ``INSIGHTS_RETENTION_DAYS`` whose aggregates count every one of them (a
+day that was not aggregated is never purged). Each day is (re)computed in one transaction that replaces its rows,
+so running it twice changes nothing.
 
 Readers (:class:`TrafficRange`) take closed, aggregated days from :class:`DailyTraffic` and every other day (today,
 or a closed day not aggregated yet) from the raw rows with the same grouping, so pages are current.
@@ -21,6 +22,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, F, Func, IntegerField, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
@@ -47,15 +49,21 @@ LOCK_KEY = 0x41485F49  # "AH_I"
 
 
 def site_today(now: datetime.datetime | None = None) -> datetime.date:
-    return timezone.localdate(now or timezone.now(), timezone.get_default_timezone())
+    now = now or timezone.now()
+    if timezone.is_naive(now):  # USE_TZ = False: datetimes are already the site's local time
+        return now.date()
+    return timezone.localdate(now, timezone.get_default_timezone())
 
 
 def day_bounds(day: datetime.date) -> tuple[datetime.datetime, datetime.datetime]:
-    """The first instant of ``day`` in the site's time zone and of the day after (DST days are 23 or 25 hours)."""
+    """The first instant of ``day`` in the site's time zone and of the day after (DST days are 23 or 25 hours);
+    naive local midnights without ``USE_TZ``, as the rows' times are."""
+    start = datetime.datetime.combine(day, datetime.time.min)
+    end = datetime.datetime.combine(day + datetime.timedelta(days=1), datetime.time.min)
+    if not settings.USE_TZ:
+        return start, end
     zone = timezone.get_default_timezone()
-    start = timezone.make_aware(datetime.datetime.combine(day, datetime.time.min), zone)
-    end = timezone.make_aware(datetime.datetime.combine(day + datetime.timedelta(days=1), datetime.time.min), zone)
-    return start, end
+    return timezone.make_aware(start, zone), timezone.make_aware(end, zone)
 
 
 def site_day() -> TruncDate:
