@@ -6,11 +6,15 @@ the README's signed bytes."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import Client
 
-from agent_handshake.models import TrustEvent, VerifiedAgent
-from tests.test_verified_agents import Agent
+from agent_handshake.asp import asp_pb2
+from agent_handshake.models import PendingHandshake, TrustEvent, VerifiedAgent
+from tests import test_asp as proto
+from tests.test_verified_agents import Agent, b64url, post, signed_bytes, unb64url
 
 pytestmark = pytest.mark.django_db
 
@@ -52,3 +56,33 @@ def test_two_rotations_in_the_same_second_keep_both_old_keys(db, tmp_path, setti
     for file in kept:  # each is still a readable key, mode 0600 like the original
         serialization.load_pem_private_key(file.read_bytes(), password=None)
         assert file.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_first_message_replayed_after_its_handshake_is_refused(client, db):
+    """ "A replayed first message is refused" (README): it was, only while its pending handshake lived; once the
+    handshake was completed (or had expired and been cleaned up) the same message, still within the timestamp's
+    skew, began a new handshake."""
+    agent = Agent(client)
+    response, hello = agent.begin()
+    answer = response.json()
+    signature = agent.key.sign(signed_bytes("initiator", agent.did, answer["did"], unb64url(answer["challenge"])))
+    verified = post(client, "/agent/handshake/verify", {"handshake_id": answer["handshake_id"], "did": agent.did,
+                                                         "challenge_response": b64url(signature)})  # fmt: skip
+    assert verified.status_code == 200, verified.json()
+    again = post(client, "/agent/handshake", hello)
+    assert again.status_code == 401, again.json()
+    assert (again.json()["code"], again.json()["fields"]) == ("replayed_challenge", ["challenge"])
+    # Nor after an unfinished handshake's row is gone (expired, then deleted by the clean-up).
+    response, hello = agent.begin()
+    PendingHandshake.objects.all().delete()
+    again = post(client, "/agent/handshake", hello)
+    assert (again.status_code, again.json()["code"]) == (401, "replayed_challenge")
+    assert not PendingHandshake.objects.exists()
+    # Over protobuf too: the first message's challenge is spent whichever door it came through.
+    hello = {**agent.hello(), "timestamp": int(time.time())}
+    message = asp_pb2.HandshakeMessage(did=agent.did, public_key=agent.public, timestamp=time.time_ns())
+    message.challenge = unb64url(hello["challenge"])
+    frame = proto.frame(message)
+    assert proto.post(client, frame).status_code == 200
+    again = post(client, "/agent/handshake", hello)
+    assert (again.status_code, again.json()["code"]) == (401, "replayed_challenge")

@@ -29,13 +29,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..conf import app_settings
-from ..models import AgentClient, AgentSession, ApiKey, PendingHandshake, VerifiedAgent
+from ..models import AgentClient, AgentSession, ApiKey, PendingHandshake, SeenSignature, VerifiedAgent
 from . import did as dids
 from . import trust
 from .site_key import b64url, site_did, site_private_key, site_public_key_bytes
 
 TOKEN_PREFIX = "asp_"
 VERSION = "1.0.0"
+#: What an agent's challenge is kept under in the replay cache (:class:`~agent_handshake.models.SeenSignature`,
+#: which holds request signatures too: the prefix keeps the two apart).
+HELLO_DOMAIN = b"agent-handshake/asp-hello/v1\x00"
 
 
 class HandshakeRefused(Exception):
@@ -126,6 +129,10 @@ def begin(hello: Hello) -> Answer:
     try:
         with transaction.atomic():
             pending.save(force_insert=True)
+            # The pending row goes when the handshake is completed (or expired and cleaned up), and with it the
+            # unique agent_challenge: the replay cache keeps the challenge spent for twice the timestamp's skew,
+            # by when a replayed first message (with its timestamp) is stale anyway.
+            SeenSignature.objects.create(signature=hashlib.sha256(HELLO_DOMAIN + hello.challenge).hexdigest())
     except IntegrityError:
         raise HandshakeRefused(
             "replayed_challenge", "This challenge was already used: send a new random one.", field="challenge"
