@@ -3,6 +3,8 @@ The client side is written from draft-zhou-structured-data-schema-interaction-00
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_handshake import Invocation, Outcome, capability
@@ -95,3 +97,20 @@ def test_a_translation_is_found_however_its_editor_wrote_the_tag(
     for asked in ("pt-BR", "pt_br", "PT-BR"):
         body = template(client, "order_tea", preferred_language=asked)
         assert (body["language"], body["keys"][0]["semantic_description"]) == ("pt-br", "Qual chá."), asked
+
+
+def test_pending_proposals_suggested_in_every_result_are_bounded(client, tea, django_capture_on_commit_callbacks):
+    """Every result of a scenario carries its pending proposals (Appendix A's schema_update_suggestion) until an
+    editor decides: when proposals pile up (senders from a few networks can mature one cluster after another),
+    each agent's answer must not grow with them. The best supported ones are suggested, a few at most."""
+    from agent_handshake.models import ProposedField
+
+    with django_capture_on_commit_callbacks(execute=True):
+        made = [ProposedField.objects.create(capability="order_tea", name=f"wish_{n}", description="d", fragments=5,
+                                             sources=3 + n % 7) for n in range(40)]  # fmt: skip
+    response, body = post(client, {"schema_id": "order_tea_v1", "payload": {"tea": "sencha"}})
+    assert response.status_code == 200, body
+    suggested = [key["key_name"] for key in body["schema_update_suggestion"]["new_keys"]]
+    best = sorted(made, key=lambda proposal: (-proposal.sources, proposal.pk))[:5]
+    assert suggested == [f"proposed_key_{proposal.pk}" for proposal in best]
+    assert len(json.dumps(body)) < 2000

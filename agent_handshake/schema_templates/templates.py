@@ -409,6 +409,17 @@ def check_payload(capability: Capability, row: SchemaTemplate, payload: Any) -> 
     return checked
 
 
+#: At most this many pending proposals are suggested in a result: every answer of the scenario carries them until
+#: an editor decides, and proposals can pile up meanwhile.
+MAX_SUGGESTED = 5
+
+
+def suggested(scenario_name: str) -> list[ProposedField]:
+    """The pending proposals a result suggests: the best supported (distinct senders, then texts), a few."""
+    pending = ProposedField.objects.filter(capability=scenario_name, status=ProposedField.Status.PENDING)
+    return list(pending.order_by("-sources", "-fragments", "pk").only("pk", "value_type")[:MAX_SUGGESTED])
+
+
 def update_suggestion(pending: list[ProposedField]) -> dict[str, Any] | None:
     """The draft's ``schema_update_suggestion`` (Appendix A) for keys proposed and not yet decided. They are not
     accepted in payloads until an editor approves them, and they are announced under a neutral name and a fixed

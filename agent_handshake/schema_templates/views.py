@@ -194,7 +194,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
             else:
                 status, data = 200, dict(result.outcome.data)
             if row.proposals_pending and (
-                suggestion := templates.update_suggestion(input_pool.pending(capability.name))
+                suggestion := templates.update_suggestion(templates.suggested(capability.name))
             ):
                 data["schema_update_suggestion"] = suggestion
             return status, data
