@@ -12,6 +12,7 @@ import re
 import jsonschema
 import pytest
 from django.test import override_settings
+from django.urls import clear_script_prefix, reverse, set_script_prefix
 from openapi_spec_validator import validate
 
 from agent_handshake.models import AgentClient, ApiKey, SiteProfile
@@ -124,6 +125,26 @@ def test_servers_and_info_follow_the_request_and_the_site_profile(
     assert changed["ETag"] != first["ETag"]
     assert changed.json()["info"]["title"] == "Leaf & Kettle"
     assert changed.json()["info"]["description"].startswith("Tea, brewed right.")
+
+
+def test_servers_include_the_script_prefix_of_a_site_served_under_a_path(client, demo_content):
+    """A site served at /shop (SCRIPT_NAME, set by Django's WSGI handler for each request): the manifest's
+    endpoints are under /shop, so servers[0] + an operation's path must be too, not the host's root."""
+    plain = client.get("/openapi.json").json()
+    assert plain["servers"] == [{"url": "http://testserver"}]
+    set_script_prefix("/shop/")  # what WSGIHandler does with SCRIPT_NAME; the test client does not
+    try:
+        manifest = client.get("/.well-known/agent.json").json()
+        response = client.get("/openapi.json")
+        document = response.json()
+        converse = "http://testserver" + manifest["endpoints"]["converse"]
+        capability = "http://testserver" + reverse("agent_handshake:capability", args=["content_search"])
+    finally:
+        clear_script_prefix()
+    assert converse == "http://testserver/shop/agent/converse"
+    assert document["servers"][0]["url"] + "/agent/converse" == converse
+    assert document["servers"][0]["url"] + "/capabilities/content_search" == capability
+    assert response["ETag"] != client.get("/openapi.json")["ETag"]  # one document per prefix, as per host
 
 
 def test_a_capability_operation_answers_as_converse_does(client, demo_content, document):

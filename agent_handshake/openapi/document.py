@@ -24,6 +24,7 @@ import re
 import threading
 from typing import Any
 
+from django.urls import get_script_prefix
 from drf_spectacular.generators import EndpointEnumerator, SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
 
@@ -130,7 +131,7 @@ def settings_for(snapshot: state.Snapshot) -> dict[str, Any]:
 
 
 def build(base: str) -> dict[str, Any]:
-    """The document for a site served at ``base`` ("https://example.com")."""
+    """The document for a site served at ``base`` ("https://example.com") under the current script prefix."""
     snapshot = state.snapshot()
     with _lock:  # drf-spectacular's settings are global (see the module docstring): one document at a time
         try:
@@ -138,5 +139,7 @@ def build(base: str) -> dict[str, Any]:
             document = Generator().get_schema(request=None, public=True)
         finally:
             spectacular_settings.clear_patches()
-    document["servers"] = [{"url": base}]
+    # The paths are the URL patterns'; a site served under a path (SCRIPT_NAME "/shop") has them there, as the
+    # manifest's reversed URLs say, so the server URL carries that prefix.
+    document["servers"] = [{"url": base + get_script_prefix().rstrip("/")}]
     return document

@@ -8,6 +8,7 @@ otherwise.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import drf_spectacular_sidecar
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.views import View
 from django.views.static import serve
 
@@ -37,8 +38,13 @@ def docs_enabled() -> bool:
 class OpenAPIView(AgentDocumentView):
     """``GET /openapi.json``: the OpenAPI 3.1 document of every agent endpoint."""
 
-    kind = "openapi"
     content_type = "application/json"
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        # servers[0] carries the script prefix (see build): a site served under another path is another document.
+        prefix = get_script_prefix()
+        return "openapi" if prefix == "/" else "openapi-" + hashlib.md5(prefix.encode()).hexdigest()[:8]
 
     def render(self, snapshot: Snapshot, base: str) -> bytes:
         return json.dumps(build(base), ensure_ascii=False).encode()
