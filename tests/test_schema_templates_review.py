@@ -114,3 +114,22 @@ def test_pending_proposals_suggested_in_every_result_are_bounded(client, tea, dj
     best = sorted(made, key=lambda proposal: (-proposal.sources, proposal.pk))[:5]
     assert suggested == [f"proposed_key_{proposal.pk}" for proposal in best]
     assert len(json.dumps(body)) < 2000
+
+
+def test_a_key_whose_allowed_values_are_numbers_is_a_number(client, registries):
+    """Allowed values 0.5, 1 and 2 are JSON numbers (1 is an integer and a number): the template says number, so
+    an agent sends 1, not "1" (which the enum refuses); so does a type that is integer or number."""
+
+    @capability(
+        description="Brew a tea.",
+        input_schema={"type": "object", "required": ["strength"], "properties": {
+            "strength": {"enum": [0.5, 1, 2]}, "litres": {"type": ["null", "integer", "number"]}}},
+        output_schema={"type": "object"},
+    )  # fmt: skip
+    def brew_tea(invocation: Invocation) -> Outcome:
+        return Outcome({"strength": invocation.input["strength"]})
+
+    (strength, litres, _other) = template(client, "brew_tea")["keys"]
+    assert (strength["key_type"], litres["key_type"]) == ("number", "number")
+    response, body = post(client, {"schema_id": "brew_tea_v1", "payload": {"strength": 1}})
+    assert (response.status_code, body) == (200, {"strength": 1})

@@ -100,13 +100,16 @@ def json_type(value: Any) -> str:
 
 def key_type(spec: dict[str, Any]) -> str:
     """The JSON type a property's values have: its ``type`` (the first one other than null, for a union), else
-    the type of its ``enum`` or ``const`` values, else string."""
+    the type of its ``enum`` or ``const`` values, else string; number where integers and fractions mix."""
     declared = spec.get("type")
     if isinstance(declared, list):
-        declared = next((t for t in declared if t != "null"), None)
+        kinds = [t for t in declared if t != "null"]
+        declared = "number" if {"integer", "number"} <= set(kinds) else next(iter(kinds), None)
     if declared is None:
         values = spec.get("enum") or ([spec["const"]] if "const" in spec else [])
         kinds = {json_type(value) for value in values if value is not None}
+        if kinds == {"integer", "number"}:  # 0.5, 1, 2: every integer is a number too
+            kinds = {"number"}
         declared = kinds.pop() if len(kinds) == 1 else "string"
     return declared if declared in JSON_TYPES else "string"
 
@@ -156,8 +159,8 @@ def security_relevant(capability: Capability, key_name: str) -> bool:
 
 #: How templates are written from a declaration; raised when that changes, so a deploy republishes what was
 #: published before (the version goes up only where the content changed). 2: allowed values written unescaped;
-#: 3: translations' language tags kept as they are looked up.
-BUILD = 3
+#: 3: translations' language tags kept as they are looked up; 4: allowed integers and fractions are a number.
+BUILD = 4
 
 
 def source_digest(capability: Capability) -> str:
