@@ -488,8 +488,14 @@ def test_resources_read_serves_the_sites_own_markdown(client, demo_content):
     document = Document.objects.order_by("pk").first()
     _, body = rpc(client, "resources/read", {"uri": f"http://testserver{document.url}"})
     markdown = client.get(document.url, HTTP_ACCEPT="text/markdown").content.decode()
+    signals = {"ai_train": False, "ai_input": True, "search": True, "attribution_required": True}
     assert body["result"]["contents"] == [
-        {"uri": f"http://testserver{document.url}", "mimeType": "text/markdown", "text": markdown}
+        {
+            "uri": f"http://testserver{document.url}",
+            "mimeType": "text/markdown",
+            "text": markdown,
+            "_meta": {"content_signals": signals},
+        }
     ]
 
 

@@ -90,13 +90,20 @@ def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri:
         raise RpcError(INVALID_PARAMS, "params.uri must be a resource URI from resources/list.")
-    text = _text(uri, exchange.base)
-    if text is None:
+    found = _text(uri, exchange.base)
+    if found is None:
         raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
-    return {"contents": [{"uri": uri, "mimeType": MARKDOWN, "text": text}]}
+    text, label = found
+    # The document's content signals, as its markdown version's Content-Signal header gives them (the view sends
+    # that header too): an MCP client sees no HTTP header, and the site-wide one would say ai-input=yes for a
+    # model that says no.
+    exchange.signal_labels.append(label)
+    signals = {"content_signals": state.snapshot().signals_for(label)}
+    return {"contents": [{"uri": uri, "mimeType": MARKDOWN, "text": text, "_meta": signals}]}
 
 
-def _text(uri: str, base: str) -> str | None:
+def _text(uri: str, base: str) -> tuple[str, str | None] | None:
+    """The resource's markdown and the label of the model whose signals it has (None: the site's)."""
     try:
         parts, site = urlsplit(uri), urlsplit(base)
     except ValueError:  # not a URL (an unclosed IPv6 bracket): not one of ours
@@ -105,11 +112,13 @@ def _text(uri: str, base: str) -> str | None:
         return None  # not this site's: never fetched
     path = parts.path
     if path == reverse("agent_handshake:llms_txt"):
-        return render_llms_txt(state.snapshot(), base)
+        return render_llms_txt(state.snapshot(), base), None
     if path == reverse("agent_handshake:llms_full_txt"):
-        return _llms_full(base)
-    document = documents_of(content_registry).filter(path=path).order_by("pk").first()
-    return render_document(document, base) if document is not None else None
+        return _llms_full(base), None
+    document = documents_of(content_registry).filter(path=path).select_related("content_type").order_by("pk").first()
+    if document is None:
+        return None
+    return render_document(document, base), f"{document.content_type.app_label}.{document.content_type.model}"
 
 
 def _llms_full(base: str) -> str:

@@ -54,6 +54,8 @@ class Exchange:
     #: Set when an idempotent retry got the stored answer (the view sends ``Idempotent-Replayed``).
     replayed: bool = False
     usages: list[ratelimit.Usage] = field(default_factory=list)
+    #: The models (labels; None: the site) whose documents resources/read answered (the view's Content-Signal).
+    signal_labels: list[str | None] = field(default_factory=list)
 
     @property
     def credentials(self) -> Credentials | None:

@@ -32,8 +32,9 @@ from django.views import View
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import state
+from .. import content_signals, state
 from ..concierge import errors
+from ..concierge.answering import combined_signals
 from ..conf import app_settings
 from ..frontdoor import AgentJSONParser, FrontDoorView, described
 from ..identity.authentication import AgentKeyAuthentication, BodyCredentialsAuthentication
@@ -182,6 +183,10 @@ class MCPView(FrontDoorView):
             response.headers["WWW-Authenticate"] = challenge(request._request)
         if any(exchange.replayed for exchange in exchanges):
             response.headers["Idempotent-Replayed"] = "true"
+        if labels := [label for exchange in exchanges for label in exchange.signal_labels]:
+            # The documents read say their own signals (the strictest, for a batch), as their markdown versions do;
+            # the middleware would give the site's.
+            response.headers[content_signals.HEADER] = content_signals.header_value(combined_signals(labels))
         return super().finalize_response(request, response, *args, **kwargs)
 
 
