@@ -86,3 +86,18 @@ def test_a_first_message_replayed_after_its_handshake_is_refused(client, db):
     assert proto.post(client, frame).status_code == 200
     again = post(client, "/agent/handshake", hello)
     assert (again.status_code, again.json()["code"]) == (401, "replayed_challenge")
+
+
+def test_the_json_handshake_names_the_site_by_base_url_as_the_protobuf_one_does(client, db, settings):
+    """Behind a proxy the request's own host and scheme are not the site's: BASE_URL is (every other door's links
+    use it). The JSON answer's ``verify`` link and ``agent_id`` were built from the request, so they pointed at
+    http://<the proxy's upstream>/ while the protobuf answer, for the same site, said BASE_URL."""
+    from django.test import override_settings
+
+    with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "BASE_URL": "https://teahouse.example/"}):
+        agent = Agent(client)
+        answer = agent.begin()[0].json()
+        framed = proto.post(client, proto.frame(proto.Agent(client).hello()))
+    assert answer["verify"] == "https://teahouse.example/agent/handshake/verify"
+    assert answer["agent_id"] == "https://teahouse.example/"
+    assert proto.unframe(framed.content).agent_id == answer["agent_id"]

@@ -22,10 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponseBase
+from django.urls import reverse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..concierge import errors
+from ..conf import app_settings
 from ..frontdoor import described
 from ..identity import handshake
 from ..identity.did import SIGNATURE_BYTES, decode
@@ -108,6 +110,12 @@ HANDSHAKE_VERIFY = _operation(
 )  # fmt: skip
 
 
+def site_url(request: Request) -> str:
+    """Scheme and host the site is reached at: ``BASE_URL``, as every door's links (and the protobuf answer's
+    ``agent_id``) use, else the request's own. Behind a proxy the request's host is not the agents' way in."""
+    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+
+
 def refused(exc: handshake.HandshakeRefused) -> errors.ConciergeError:
     fields = [exc.field] if exc.field else []
     if exc.status == 403:
@@ -169,14 +177,14 @@ class HandshakeView(AHPView):
                 "handshake_id": answer.handshake_id,
                 "did": answer.did,
                 "public_key": b64url(answer.public_key),
-                "agent_id": request.build_absolute_uri("/"),
+                "agent_id": site_url(request) + "/",
                 "capabilities": [c.name for c in capability_registry.available()],
                 "version": handshake.VERSION,
                 "timestamp": answer.timestamp,
                 "challenge": b64url(answer.challenge),
                 "challenge_response": b64url(answer.challenge_response),
                 "expires_in": answer.expires_in,
-                "verify": request.build_absolute_uri(request.path.rstrip("/") + "/verify"),
+                "verify": site_url(request) + reverse("agent_handshake:handshake_verify"),
             }
         )
 
