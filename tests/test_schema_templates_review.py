@@ -133,3 +133,25 @@ def test_a_key_whose_allowed_values_are_numbers_is_a_number(client, registries):
     assert (strength["key_type"], litres["key_type"]) == ("number", "number")
     response, body = post(client, {"schema_id": "brew_tea_v1", "payload": {"strength": 1}})
     assert (response.status_code, body) == (200, {"strength": 1})
+
+
+def test_every_bound_the_schema_checks_is_described(client, registries):
+    """A value the schema refuses for a bound (an exclusive one, a minimum length) is a 400 the agent could not
+    have avoided: the description says every bound the schema checks."""
+
+    @capability(
+        description="Weigh a tea.",
+        input_schema={"type": "object", "required": ["grams", "label"], "properties": {
+            "grams": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 500},
+            "label": {"type": "string", "minLength": 3, "maxLength": 8},
+            "note": {"type": "string", "minLength": 2}}},
+        output_schema={"type": "object"},
+    )  # fmt: skip
+    def weigh_tea(invocation: Invocation) -> Outcome:
+        return Outcome({})
+
+    grams, label, note, _other = (key["semantic_description"] for key in template(client, "weigh_tea")["keys"])
+    assert (grams, label, note) == ("Grams. More than 0. Less than 500.", "Label. Between 3 and 8 characters.",
+                                    "Note. At least 2 characters.")  # fmt: skip
+    response, body = post(client, {"schema_id": "weigh_tea_v1", "payload": {"grams": 0, "label": "ab"}})
+    assert (response.status_code, body["error"]["fields"]) == (400, ["payload.grams", "payload.label"])

@@ -133,8 +133,18 @@ def described(name: str, spec: dict[str, Any]) -> str:
         parts.append(f"At least {low}.")
     elif high is not None:
         parts.append(f"At most {high}.")
-    if "maxLength" in spec:
-        parts.append(f"At most {spec['maxLength']} characters.")
+    # Every bound the schema checks is said: a value refused for one the agent was not told of is a 400 it could
+    # not have avoided (draft-07's exclusive bounds are numbers; draft-04's booleans are left to minimum/maximum).
+    for bound, words in (("exclusiveMinimum", "More than"), ("exclusiveMaximum", "Less than")):
+        if isinstance(spec.get(bound), int | float) and not isinstance(spec[bound], bool):
+            parts.append(f"{words} {spec[bound]}.")
+    shortest, longest = spec.get("minLength"), spec.get("maxLength")
+    if shortest and longest is not None:
+        parts.append(f"Between {shortest} and {longest} characters.")
+    elif shortest:
+        parts.append(f"At least {shortest} characters.")
+    elif longest is not None:
+        parts.append(f"At most {longest} characters.")
     items = spec.get("items")
     if key_type(spec) == "array" and isinstance(items, dict):
         if key_type(items) == "object" and isinstance(items.get("properties"), dict):
@@ -159,8 +169,9 @@ def security_relevant(capability: Capability, key_name: str) -> bool:
 
 #: How templates are written from a declaration; raised when that changes, so a deploy republishes what was
 #: published before (the version goes up only where the content changed). 2: allowed values written unescaped;
-#: 3: translations' language tags kept as they are looked up; 4: allowed integers and fractions are a number.
-BUILD = 4
+#: 3: translations' language tags kept as they are looked up; 4: allowed integers and fractions are a number;
+#: 5: exclusive bounds and minimum lengths described.
+BUILD = 5
 
 
 def source_digest(capability: Capability) -> str:
