@@ -101,3 +101,15 @@ def test_the_json_handshake_names_the_site_by_base_url_as_the_protobuf_one_does(
     assert answer["verify"] == "https://teahouse.example/agent/handshake/verify"
     assert answer["agent_id"] == "https://teahouse.example/"
     assert proto.unframe(framed.content).agent_id == answer["agent_id"]
+
+
+def test_a_protobuf_second_message_for_no_waiting_handshake_names_the_challenge(client, db):
+    """A HandshakeMessage carries no handshake id: the site's challenge, echoed, names the handshake. A second
+    message whose challenge matches none (spent, or never sent) was refused as naming an unknown ``handshake_id``,
+    a field the agent never sent."""
+    agent = proto.Agent(client)
+    agent.handshake()
+    second = asp_pb2.HandshakeMessage(did=agent.did, challenge=bytes(32), challenge_response=bytes(64))
+    body = proto.error_of(proto.post(client, proto.frame(second)), 401, "unknown_handshake")
+    assert body["fields"] == ["challenge"]
+    assert "handshake_id" not in body["message"]

@@ -151,7 +151,18 @@ def complete_for_challenge(did: str, challenge: bytes, challenge_response: bytes
     """Step 2 for a transport whose messages carry no handshake id (the protobuf ``HandshakeMessage``): the agent
     names the handshake by echoing the site's challenge."""
     pending = PendingHandshake.objects.filter(did=did, challenge=b64url(challenge)) if len(challenge) == 32 else None
-    return _complete(pending if pending is not None else PendingHandshake.objects.none(), did, challenge_response)
+    try:
+        return _complete(pending if pending is not None else PendingHandshake.objects.none(), did, challenge_response)
+    except HandshakeRefused as exc:
+        if exc.code != "unknown_handshake":
+            raise
+        # The agent sent no handshake id: say what it did send that named none.
+        raise HandshakeRefused(
+            "unknown_handshake",
+            "No handshake of this DID is waiting for this challenge (used already?): echo the challenge of the "
+            "site's answer to your first message.",
+            field="challenge",
+        ) from None
 
 
 def _complete(candidates: Any, did: str, challenge_response: bytes) -> Session:
