@@ -63,3 +63,72 @@ def test_resources_read_carries_the_documents_own_content_signals(client, demo_c
     ]
     response = client.post("/mcp", json.dumps(batch), content_type="application/json")
     assert response["Content-Signal"] == "search=no, ai-input=no, ai-train=no"
+
+
+# --- transport ----------------------------------------------------------------------------------------------------
+
+CONSOLE = "https://console.example:8443"
+#: Request headers a browser sends without asking (the Fetch standard's CORS-safelisted ones, as a client sends them).
+SAFELISTED_REQUEST = {"accept", "accept-language", "content-language"}
+#: Response headers a page reads without their being exposed (the Fetch standard's CORS-safelisted ones).
+SAFELISTED_RESPONSE = {
+    "cache-control",
+    "content-language",
+    "content-length",
+    "content-type",
+    "expires",
+    "last-modified",
+}
+
+
+def header_list(value):
+    return {item.strip().lower() for item in (value or "").split(",") if item.strip()}
+
+
+def browser_fetch(client, origin, body, headers):
+    """What a browser's fetch() does for a cross-origin POST (the Fetch standard's CORS protocol): a preflight for
+    the non-safelisted headers (a JSON Content-Type is one), then the request; it returns the response and the
+    headers the page can read, or raises where the browser would give the page a network error."""
+    names = sorted(name.lower() for name in [*headers, "Content-Type"] if name.lower() not in SAFELISTED_REQUEST)
+    preflight = client.options(
+        "/mcp",
+        HTTP_ORIGIN=origin,
+        HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST",
+        HTTP_ACCESS_CONTROL_REQUEST_HEADERS=",".join(names),
+    )
+    assert 200 <= preflight.status_code < 300, f"preflight failed: {preflight.status_code}"
+    assert preflight.get("Access-Control-Allow-Origin") in (origin, "*"), "preflight: origin not allowed"
+    allowed = header_list(preflight.get("Access-Control-Allow-Headers"))
+    for name in names:  # "*" does not cover Authorization
+        assert name in allowed or ("*" in allowed and name != "authorization"), f"preflight: {name} not allowed"
+    meta = {"HTTP_" + name.upper().replace("-", "_"): value for name, value in headers.items()}
+    response = client.post("/mcp", json.dumps(body), content_type="application/json", HTTP_ORIGIN=origin, **meta)
+    assert response.get("Access-Control-Allow-Origin") in (origin, "*"), "response: origin not allowed"
+    exposed = SAFELISTED_RESPONSE | header_list(response.get("Access-Control-Expose-Headers"))
+    readable = {name: value for name, value in response.headers.items() if name.lower() in exposed}
+    return response, readable
+
+
+def test_a_browser_page_at_an_allowed_origin_can_call_mcp(client, settings):
+    """MCP_ALLOWED_ORIGINS names browser origins allowed to call /mcp, but /mcp answered no CORS: a page there had
+    its preflight (and any response) refused by the browser, so no allowed origin could call it. An Origin the
+    check allows now gets CORS (the preflight's headers, Access-Control-Allow-Origin, the MCP and rate-limit
+    headers exposed); a refused one still gets 403 and nothing to read."""
+    settings.AGENT_HANDSHAKE = {"MCP_ALLOWED_ORIGINS": [CONSOLE]}
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"MCP-Protocol-Version": "2025-11-25", "Authorization": "Bearer not-a-key"}
+    response, readable = browser_fetch(client, CONSOLE, ping, headers)
+    assert response.status_code == 401
+    assert "WWW-Authenticate" in readable
+    response, readable = browser_fetch(client, CONSOLE, ping, {"MCP-Protocol-Version": "2025-11-25"})
+    assert response.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert {"X-RateLimit-Remaining", "Content-Signal"} <= set(readable)
+    assert "Origin" in response["Vary"]
+    # The page at a refused origin: 403, and nothing the browser lets it read.
+    with pytest.raises(AssertionError, match="preflight failed: 403"):
+        browser_fetch(client, "https://attacker.example", ping, headers)
+    refused = client.post(
+        "/mcp", json.dumps(ping), content_type="application/json", HTTP_ORIGIN="https://attacker.example"
+    )
+    assert refused.status_code == 403
+    assert "Access-Control-Allow-Origin" not in refused

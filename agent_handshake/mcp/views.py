@@ -5,7 +5,8 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
 ``X-RateLimit-*`` headers are AHP's. On top of them:
 
 - an ``Origin`` header must be ``BASE_URL``'s origin, one of ``MCP_ALLOWED_ORIGINS`` or name a host of
-  ``ALLOWED_HOSTS`` other than ``"*"`` (DNS rebinding), else 403;
+  ``ALLOWED_HOSTS`` other than ``"*"`` (DNS rebinding), else 403; an allowed one gets CORS, so a page there can
+  call (:func:`cors`);
 - a request gets a JSON-RPC response (a batch, a JSON array of them, each request in it counted against the rate
   limits as one request); notifications and responses get 202. A batch has the HTTP request's credentials and
   ``Idempotency-Key``: one carrying ``params._meta.auth``, or a key with more than one ``tools/call``, is refused;
@@ -21,6 +22,7 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,6 +30,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.views import View
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -187,7 +190,37 @@ class MCPView(FrontDoorView):
             # The documents read say their own signals (the strictest, for a batch), as their markdown versions do;
             # the middleware would give the site's.
             response.headers[content_signals.HEADER] = content_signals.header_value(combined_signals(labels))
+        origin = request.headers.get("Origin")
+        if origin is not None and origin_allowed(origin):
+            cors(request, response, origin)
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+#: What a page may read of our responses besides the safelisted headers (CORS).
+EXPOSED_HEADERS = (
+    "WWW-Authenticate, Idempotent-Replayed, Retry-After, Content-Signal, Link, "
+    "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-RateLimit-Window"
+)
+#: An HTTP header name (RFC 9110 token).
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+PREFLIGHT_MAX_AGE = 600
+
+
+def cors(request: Request, response: HttpResponseBase, origin: str) -> None:
+    """CORS for a page at an origin :func:`origin_allowed` lets call ``/mcp``: without it the browser refuses the
+    page its preflight (a JSON body, ``Authorization`` and the MCP headers all need one) and every response, so
+    ``MCP_ALLOWED_ORIGINS`` would allow nothing. The preflight gets the headers the page asked for: the origin is
+    trusted, and MCP clients add headers of their own (``Mcp-Param-*``)."""
+    response.headers["Access-Control-Allow-Origin"] = origin
+    patch_vary_headers(response, ["Origin"])
+    if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+        response.headers["Access-Control-Allow-Methods"] = "POST"
+        asked = [name.strip() for name in request.headers.get("Access-Control-Request-Headers", "").split(",")]
+        if names := [name for name in asked if HEADER_NAME.fullmatch(name)]:
+            response.headers["Access-Control-Allow-Headers"] = ", ".join(names)
+        response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+    else:
+        response.headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
 
 
 class ProtectedResourceMetadataView(View):
