@@ -18,6 +18,7 @@
 ``agent_handshake.E011``  the embedding backend cannot be imported, or its model package is not installed
 ``agent_handshake.E012``  the answer backend cannot be imported, or the ``openai`` package is not installed
 ``agent_handshake.W005``  outside DEBUG, callbacks may reach private networks or plain HTTP (test settings)
+``agent_handshake.W006``  a capability's input declares ``other``, the key schema templates keep for free text
 =====================  ====================================================================================
 """
 
@@ -475,6 +476,8 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Error]:
 
 @register(Tags.compatibility)
 def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    from .schema_templates.templates import OTHER  # the reserved key; the module needs the app registry ready
+
     errors = [
         Error(
             f"Two capabilities are named {capability.name!r}.",
@@ -527,6 +530,16 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                     hint="AHP §5.3: leave AGENT_HANDSHAKE['AUTHENTICATION'] unset (or name a scheme other than "
                     "'none') and give the capability a scope.",
                     id="agent_handshake.E009",
+                )
+            )
+        if OTHER in ((capability.input_schema or {}).get("properties") or {}):
+            errors.append(
+                Warning(
+                    f"Capability {capability.name!r} declares an input property {OTHER!r}, the key every schema "
+                    "template keeps for free text: its value never reaches the capability from a schema template "
+                    "(and, if required, every structured submission is refused).",
+                    hint="Rename the property.",
+                    id="agent_handshake.W006",
                 )
             )
     return errors

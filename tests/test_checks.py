@@ -236,6 +236,24 @@ def test_e009_action_capability_without_authentication(registries, settings):
     assert ids(checks.check_capabilities()) == ["agent_handshake.E009"]
 
 
+def test_w006_an_input_property_named_other(registries):
+    schema = {"type": "object", "properties": {"other": {"type": "string"}}}
+    agent_handshake.register_capability(
+        Capability(
+            name="note",
+            description="Leave a note",
+            mode="MODE3",
+            action_type="query",
+            input_schema=schema,
+            output_schema={"type": "object"},
+            handler=lambda invocation: {},
+        )
+    )
+    errors = checks.check_capabilities()
+    assert ids(errors) == ["agent_handshake.W006"]
+    assert "'note'" in errors[0].msg
+
+
 @pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
 def test_e010_database_not_postgresql(settings):
     settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}

@@ -318,6 +318,9 @@ def test_repeated_other_texts_become_a_suggestion_an_editor_approves(
     published = template(client, "plan_picnic")
     assert published["schema_id"] == "plan_picnic_v2"
     assert published["keys"][-2] == {**published["keys"][-2], "key_name": "window_seat", "lifecycle": "experimental"}
+    # The generated description no longer says it waits for the review it has had.
+    assert published["keys"][-2]["semantic_description"].startswith("Proposed from what agents repeatedly sent")
+    assert "Pending" not in published["keys"][-2]["semantic_description"]
     assert published["keys"][-1]["key_name"] == "other"
     # Agents fill it; its use and its refused values are counted; it reaches the capability (its schema allows it).
     response, body = post(client, {"schema_id": "plan_picnic_v2", "payload": {"place": "Park", "window_seat": "yes"}})

@@ -288,12 +288,13 @@ def value_type(texts: Sequence[str]) -> str:
     return "string"
 
 
+#: How a generated description ends while its proposal waits for an editor (taken off when it is published).
+PENDING_NOTE = "Pending an editor's review; an editor may rename it and rewrite this description."
+
+
 def generated_description(terms: Sequence[str]) -> str:
     about = f" about {', '.join(terms)}" if terms else ""
-    return (
-        f"Proposed from what agents repeatedly sent as free text{about}, which no key could hold. Pending an "
-        "editor's review; an editor may rename it and rewrite this description."
-    )
+    return f"Proposed from what agents repeatedly sent as free text{about}, which no key could hold. {PENDING_NOTE}"
 
 
 def pending(capability_name: str) -> list[ProposedField]:
@@ -326,4 +327,9 @@ def decide(proposal: ProposedField, status: str, user: Any) -> None:
     proposal.status = status
     proposal.decided_by = user if getattr(user, "pk", None) else None
     proposal.decided_at = timezone.now()
-    proposal.save(update_fields=["status", "decided_by", "decided_at", "updated_at"])
+    fields = ["status", "decided_by", "decided_at", "updated_at"]
+    if status in ProposedField.PUBLISHED and proposal.description.endswith(PENDING_NOTE):
+        # The review the generated text announces has happened: a published key no longer says it is pending.
+        proposal.description = proposal.description.removesuffix(PENDING_NOTE).rstrip()
+        fields.append("description")
+    proposal.save(update_fields=fields)
