@@ -132,3 +132,31 @@ def test_a_browser_page_at_an_allowed_origin_can_call_mcp(client, settings):
     )
     assert refused.status_code == 403
     assert "Access-Control-Allow-Origin" not in refused
+
+
+@pytest.mark.parametrize(
+    ("slug", "uri"),
+    [
+        ("日本茶", "/articles/%E6%97%A5%E6%9C%AC%E8%8C%B6/"),
+        ("café", "/articles/caf%C3%A9/"),
+        ("green tea", "/articles/green%20tea/"),
+    ],
+)
+def test_a_resource_of_a_non_ascii_url_is_listed_as_a_uri_and_read_by_it(client, publish, slug, uri):
+    """An object URL written as an IRI ("/articles/日本茶/") or with a space was listed as it was: not a URI (MCP's
+    Resource.uri is one), and the URI a client's URL library makes of it (percent-encoded) was "Resource not
+    found". The listing now gives the URI, and resources/read finds the document by it (or by the IRI)."""
+    from tests.testapp.models import Article
+
+    publish(Article, title="Tea", slug=slug, body="Tea.", published=True)
+    _, body = rpc(client, "resources/list", {})
+    [listed] = [resource for resource in body["result"]["resources"] if resource["name"] == "Tea"]
+    assert listed["uri"] == f"http://testserver{uri}"
+    for sent in (f"http://testserver{uri}", f"http://testserver/articles/{slug}/"):
+        _, body = rpc(client, "resources/read", {"uri": sent})
+        assert body["result"]["contents"][0]["text"].startswith("# Tea\n"), (sent, body)
+    # A percent-encoded NUL or broken UTF-8 is no document's path (a decoded NUL must not reach PostgreSQL).
+    for sent in ("http://testserver/articles/a%00b/", "http://testserver/articles/%FF/", "http://testserver/%E6%97/"):
+        response, body = rpc(client, "resources/read", {"uri": sent})
+        assert response.status_code == 200
+        assert body["error"]["code"] == -32002

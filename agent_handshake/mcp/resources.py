@@ -12,9 +12,11 @@ import base64
 import binascii
 import json
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from django.urls import reverse
+from django.utils.encoding import iri_to_uri
+from django.utils.http import RFC3986_SUBDELIMS
 
 from .. import state
 from ..conf import app_settings
@@ -73,7 +75,8 @@ def listing(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
         .values_list("pk", "url", "title", "summary")[: PAGE_SIZE + 1]
     )
     for _, url, title, summary in rows[:PAGE_SIZE]:
-        resource = {"uri": absolute_url(exchange.base, url), "name": title or url, "mimeType": MARKDOWN}
+        # A URI, as MCP's Resource.uri is: an object URL written as an IRI ("/articles/日本茶/") is percent-encoded.
+        resource = {"uri": iri_to_uri(absolute_url(exchange.base, url)), "name": title or url, "mimeType": MARKDOWN}
         if exchange.revision.at_least("2025-06-18") and title:
             resource["title"] = title
         if summary:
@@ -115,7 +118,12 @@ def _text(uri: str, base: str) -> tuple[str, str | None] | None:
         return render_llms_txt(state.snapshot(), base), None
     if path == reverse("agent_handshake:llms_full_txt"):
         return _llms_full(base), None
-    document = documents_of(content_registry).filter(path=path).select_related("content_type").order_by("pk").first()
+    # The path as sent, as the listing percent-encoded it, or as the IRI the object's URL may be stored as (a
+    # decoded %00 is no stored path's: PostgreSQL refuses NUL in a query).
+    decoded = unquote(path)
+    paths = {path} if "\x00" in decoded else {path, decoded, quote(decoded, safe=RFC3986_SUBDELIMS + "/~:@")}
+    documents = documents_of(content_registry).filter(path__in=paths).select_related("content_type")
+    document = documents.order_by("pk").first()
     if document is None:
         return None
     return render_document(document, base), f"{document.content_type.app_label}.{document.content_type.model}"
