@@ -553,3 +553,20 @@ def test_the_manifest_declares_the_integration(client):
         "version": "2024-11-05",
         "versions": ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"],
     }
+
+
+def test_a_members_only_content_search_is_refused_to_ask_without_its_scope(client, demo_content, registries):
+    """A site may register its own ``content_search`` with a scope (members-only content): the ``ask`` tool runs it
+    and must check the credentials as ``tools/call content_search`` does."""
+    import dataclasses
+
+    builtin = capability_registry.get("content_search")
+    capability_registry._capabilities["content_search"] = dataclasses.replace(builtin, scope="members")
+    for name in ("ask", "content_search"):
+        _, body = call(client, name, {"query": "How hot should the water be for gyokuro?"})
+        assert body["result"]["isError"] is True, name
+        assert body["result"]["_meta"]["code"] == "auth_required", name
+        _, body = call(client, name, {"query": "gyokuro"}, HTTP_AUTHORIZATION=f"Bearer {key(scopes=('orders',))}")
+        assert body["result"]["_meta"]["code"] == "forbidden", name
+    _, body = call(client, "ask", {"query": "gyokuro"}, HTTP_AUTHORIZATION=f"Bearer {key(scopes=('members',))}")
+    assert "isError" not in body["result"] or body["result"]["isError"] is False

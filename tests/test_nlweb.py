@@ -419,3 +419,18 @@ def test_a_stream_names_its_conversation_once_it_is_known(client, demo):
     conversation = events["complete"]["_meta"]["session_context"]["conversation_id"]
     assert conversation != "conv_x"
     assert ConverseSession.objects.filter(pk=conversation).exists()
+
+
+def test_a_members_only_content_search_is_refused_to_ask_without_its_scope(client, demo, registries):
+    """A site may register its own ``content_search`` with a scope (members-only content): ``/ask`` answers from it
+    only with a key holding that scope, as ``/agent/converse`` does."""
+    import dataclasses
+
+    from agent_handshake.registry import capability_registry
+
+    builtin = capability_registry.get("content_search")
+    capability_registry._capabilities["content_search"] = dataclasses.replace(builtin, scope="members")
+    response, failure = post(client, "/ask", {"query": {"text": "How hot should the water be for gyokuro?"}})
+    assert response.status_code == 401, failure
+    assert_valid(failure)
+    assert failure["error"]["code"] == "AUTHENTICATION_REQUIRED"

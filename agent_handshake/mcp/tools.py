@@ -234,6 +234,7 @@ def ask(arguments: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     query, session_id = common_arguments(arguments, required=True)
     capability = capability_registry.get("content_search")
     assert capability is not None
+    authorize(capability, exchange.credentials)  # a site's own content_search may be members-only (a scope)
     question = Question(capability=capability, text=query, session_id=session_id, strict_session=False)
     return render_turn(converse(question, exchange.owner), exchange.revision)
 

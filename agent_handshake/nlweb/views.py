@@ -34,6 +34,7 @@ from ..concierge import errors
 from ..concierge import limits as ratelimit
 from ..concierge.answering import Ranked
 from ..concierge.conversation import Owner, Question, Turn, converse_steps
+from ..concierge.invocation import authorize
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described, domain_error
 from ..models import Document
@@ -77,6 +78,7 @@ class AskView(NLWebView):
         capability = capability_registry.get("content_search")
         if capability is None or capability.handler is None or not capability.is_available():
             raise errors.Unavailable("This site has no content to search yet.")
+        authorize(capability, request.auth)  # a site's own content_search may be members-only (a scope)
         filters, warnings = self.filters(ask)
         question = Question(
             capability=capability,
