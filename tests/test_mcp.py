@@ -570,3 +570,26 @@ def test_a_members_only_content_search_is_refused_to_ask_without_its_scope(clien
         assert body["result"]["_meta"]["code"] == "forbidden", name
     _, body = call(client, "ask", {"query": "gyokuro"}, HTTP_AUTHORIZATION=f"Bearer {key(scopes=('members',))}")
     assert "isError" not in body["result"] or body["result"]["isError"] is False
+
+
+def test_a_batch_of_reads_shares_one_resource_budget(client, demo_content, settings):
+    """``MCP_MAX_RESOURCE_CHARS`` bounds what one HTTP request holds in memory: twenty reads of llms-full.txt in a
+    batch were twenty times the cap."""
+    full = b"".join(client.get("/llms-full.txt").streaming_content).decode()
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "MCP_MAX_RESOURCE_CHARS": len(full) + 100}
+    full = b"".join(client.get("/llms-full.txt").streaming_content).decode()  # its marker names the settings too
+    _, body = rpc(client, "resources/read", {"uri": "http://testserver/llms-full.txt"})
+    assert body["result"]["contents"][0]["text"] == full  # one read fits
+    read = {"jsonrpc": "2.0", "method": "resources/read", "params": {"uri": "http://testserver/llms-full.txt"}}
+    response = client.post("/mcp", json.dumps([{**read, "id": n} for n in range(3)]), content_type="application/json")
+    answers = sorted(response.json(), key=lambda answer: answer["id"])
+    assert answers[0]["result"]["contents"][0]["text"] == full
+    assert [answer["error"]["code"] for answer in answers[1:]] == [-32602, -32602]
+    assert "this request may still read" in answers[1]["error"]["message"]
+    document = Document.objects.order_by("pk").first()
+    small = {**read, "params": {"uri": f"http://testserver{document.url}"}}
+    response = client.post("/mcp", json.dumps([{**read, "id": 1}, {**small, "id": 2}]), content_type="application/json")
+    answers = sorted(response.json(), key=lambda answer: answer["id"])
+    assert "result" in answers[0]
+    assert answers[1]["error"]["code"] == -32602  # over the budget with what came before it
+    assert document.url in answers[1]["error"]["message"]

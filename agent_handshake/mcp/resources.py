@@ -93,10 +93,18 @@ def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri:
         raise RpcError(INVALID_PARAMS, "params.uri must be a resource URI from resources/list.")
-    found = _text(uri, exchange.base)
+    found = _text(uri, exchange.base, app_settings.MCP_MAX_RESOURCE_CHARS - exchange.resource_chars)
     if found is None:
         raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
     text, label = found
+    # One budget for the whole HTTP request: a batch of reads is held in memory at once, as one response.
+    exchange.resource_chars += len(text)
+    if exchange.resource_chars > app_settings.MCP_MAX_RESOURCE_CHARS:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"This request has read over {app_settings.MCP_MAX_RESOURCE_CHARS} characters of resources; read "
+            f"{uri} in a request of its own.",
+        )
     # The document's content signals, as its markdown version's Content-Signal header gives them (the view sends
     # that header too): an MCP client sees no HTTP header, and the site-wide one would say ai-input=yes for a
     # model that says no.
@@ -105,8 +113,9 @@ def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     return {"contents": [{"uri": uri, "mimeType": MARKDOWN, "text": text, "_meta": signals}]}
 
 
-def _text(uri: str, base: str) -> tuple[str, str | None] | None:
-    """The resource's markdown and the label of the model whose signals it has (None: the site's)."""
+def _text(uri: str, base: str, budget: int) -> tuple[str, str | None] | None:
+    """The resource's markdown and the label of the model whose signals it has (None: the site's); ``llms-full.txt``
+    is refused beyond ``budget`` characters as it is built."""
     try:
         parts, site = urlsplit(uri), urlsplit(base)
     except ValueError:  # not a URL (an unclosed IPv6 bracket): not one of ours
@@ -117,7 +126,7 @@ def _text(uri: str, base: str) -> tuple[str, str | None] | None:
     if path == reverse("agent_handshake:llms_txt"):
         return render_llms_txt(state.snapshot(), base), None
     if path == reverse("agent_handshake:llms_full_txt"):
-        return _llms_full(base), None
+        return _llms_full(base, budget), None
     # The path as sent, as the listing percent-encoded it, or as the IRI the object's URL may be stored as (a
     # decoded %00 is no stored path's: PostgreSQL refuses NUL in a query).
     decoded = unquote(path)
@@ -129,15 +138,16 @@ def _text(uri: str, base: str) -> tuple[str, str | None] | None:
     return render_document(document, base), f"{document.content_type.app_label}.{document.content_type.model}"
 
 
-def _llms_full(base: str) -> str:
+def _llms_full(base: str, budget: int) -> str:
     pieces, size = [], 0
     for piece in iter_llms_full_txt(state.snapshot(), base):
         size += len(piece)
-        if size > app_settings.MCP_MAX_RESOURCE_CHARS:
+        if size > budget:
             raise RpcError(
                 INVALID_PARAMS,
-                f"llms-full.txt is over {app_settings.MCP_MAX_RESOURCE_CHARS} characters; read the documents one "
-                f"by one, or GET {base + reverse('agent_handshake:llms_full_txt')} over HTTP.",
+                f"llms-full.txt is over the {budget} characters this request may still read (MCP_MAX_RESOURCE_CHARS "
+                f"is {app_settings.MCP_MAX_RESOURCE_CHARS} a request); read the documents one by one, or GET "
+                f"{base + reverse('agent_handshake:llms_full_txt')} over HTTP.",
             )
         pieces.append(piece)
     return "".join(pieces)

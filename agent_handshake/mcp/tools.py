@@ -56,6 +56,9 @@ class Exchange:
     usages: list[ratelimit.Usage] = field(default_factory=list)
     #: The models (labels; None: the site) whose documents resources/read answered (the view's Content-Signal).
     signal_labels: list[str | None] = field(default_factory=list)
+    #: Characters resources/read answered in this HTTP request up to this message (a batch shares one
+    #: MCP_MAX_RESOURCE_CHARS: the view starts each message's count from those before it).
+    resource_chars: int = 0
 
     @property
     def credentials(self) -> Credentials | None:

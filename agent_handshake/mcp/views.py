@@ -170,7 +170,11 @@ class MCPView(FrontDoorView):
         revision: Revision | None = None
         try:
             revision = revision_of(message, request.headers)
-            exchange = Exchange(request, revision, base_url(request._request), usages=self.counter.usages)
+            # A batch's reads share one MCP_MAX_RESOURCE_CHARS: each message starts from what those before it read.
+            read = self.exchanges[-1].resource_chars if self.exchanges else 0
+            exchange = Exchange(
+                request, revision, base_url(request._request), usages=self.counter.usages, resource_chars=read
+            )
             self.exchanges.append(exchange)
             return jsonrpc.result(message.id, server.dispatch(message, exchange)), 200
         except RpcError as exc:
