@@ -4,6 +4,9 @@ The token is derived from the database (the site profile, the signal overrides, 
 change, count and how many wait for their passages), the settings and the registries, so every process
 computes the same token for the same state: it is the ETag seed and part of every cache key. A process keeps
 its snapshot for ``STATE_TTL`` seconds; saves made through Django drop it at once (see ``signal_handlers``).
+
+The documents' Last-Modified is when the state became the current one (see :func:`since`), kept in the shared
+cache, so that it moves forward whenever the token changes and every process sends the same one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ from .conf import SETTING_NAME, app_settings
 from .registry import capability_registry, content_registry
 
 EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+#: The states' history in the ``CACHE_ALIAS`` cache: ``<CLOCK>:<n>`` holds generation n's (token, second) and
+#: ``CLOCK`` the newest generation number a process saw (a hint: the newer ones are looked for after it).
+CLOCK = "agent_handshake:state-clock"
+#: A generation is forgotten after a week; the one after a forgotten one starts from the present again.
+CLOCK_TIMEOUT = 7 * 24 * 3600
+#: At most this many generations are read or tried per snapshot (the hint is rarely more than one behind).
+CLOCK_STEPS = 32
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ def _build() -> Snapshot:
     )
 
     changed = [profile.updated_at, docs["latest"], *(o.updated_at for o in overrides)]
-    last_modified = max((moment for moment in changed if moment is not None), default=EPOCH)
+    latest_change = max((moment for moment in changed if moment is not None), default=EPOCH)
     parts = [
         app_settings.fingerprint,
         ",".join(config.label for config in content_registry),
@@ -90,11 +100,12 @@ def _build() -> Snapshot:
         *(f"{o.pk}:{o.content_type_id}:{o.updated_at}" for o in overrides),
     ]
     token = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+    last_modified = since(token, int(latest_change.timestamp()))
     model_signals = {f"{o.content_type.app_label}.{o.content_type.model}": o.apply(site_signals) for o in overrides}
     return Snapshot(
         token=token,
-        last_modified=last_modified.replace(microsecond=0),
-        last_modified_http=http_date(last_modified.timestamp()),
+        last_modified=datetime.datetime.fromtimestamp(last_modified, datetime.timezone.utc),
+        last_modified_http=http_date(last_modified),
         name=profile.name or app_settings.SITE_NAME,
         description=profile.description or app_settings.SITE_DESCRIPTION,
         contact=profile.contact(),
@@ -108,6 +119,42 @@ def _build() -> Snapshot:
             **{label: content_signals.header_value(signals) for label, signals in model_signals.items()},
         },
     )
+
+
+def since(token: str, latest_change: int) -> int:
+    """When the state became ``token`` (a Unix second): the documents' Last-Modified.
+
+    The database's latest ``updated_at`` alone is not one: deleting or unpublishing an object, removing a signal
+    override, a release that changes the capabilities, or two edits in one second change the documents (and the
+    token) but not that date, or move it back, and a client that revalidates by date only would be told 304 and
+    keep the old document. So the shared cache keeps the states' history as numbered generations, each added with
+    ``cache.add`` (atomic in Redis, Memcached and the database cache: two processes that see two new states at
+    once make two generations) and each a second later than the one before it. A process takes the newest
+    generation's second when that generation is its token, and adds the next one otherwise: a state seen again
+    after another (the list before an article was published, once it is deleted) is a new generation, later.
+    """
+    cache = caches[app_settings.CACHE_ALIAS]
+    hint = cache.get(CLOCK)
+    generation = hint if isinstance(hint, int) and hint >= 0 else 0
+    newest: tuple[str, int] | None = None
+    for _ in range(CLOCK_STEPS):
+        entry = cache.get(f"{CLOCK}:{generation}")
+        if entry is not None:  # not the newest yet
+            newest, generation = entry, generation + 1
+            continue
+        if newest is not None and newest[0] == token:
+            second = newest[1]
+            generation -= 1
+            break
+        second = max(int(time.time()), latest_change, newest[1] + 1 if newest else 0)
+        if cache.add(f"{CLOCK}:{generation}", (token, second), CLOCK_TIMEOUT):
+            break
+        # Another process added this generation first: read it on the next step.
+    else:  # a history too far ahead of the hint to walk now: later than any state it has read
+        second = max(int(time.time()), latest_change, newest[1] + 1 if newest else 0)
+    if generation != hint:
+        cache.set(CLOCK, generation, None)
+    return second
 
 
 def snapshot() -> Snapshot:
