@@ -11,8 +11,11 @@ cache, so that it moves forward whenever the token changes and every process sen
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
+import json
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +29,7 @@ from django.utils.http import http_date
 
 from . import content_signals
 from .conf import SETTING_NAME, app_settings
-from .registry import capability_registry, content_registry
+from .registry import Capability, capability_registry, content_registry
 
 EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 #: The states' history in the ``CACHE_ALIAS`` cache: ``<CLOCK>:<n>`` holds generation n's (token, second) and
@@ -75,6 +78,32 @@ _lock = threading.Lock()
 _current: tuple[float, Snapshot] | None = None
 
 
+def capabilities_digest() -> str:
+    """A digest of the registered capabilities as the documents publish them (every field but the callables:
+    names, descriptions, input and output schemas, scopes, limits...).
+
+    They come from code, so a release can change a schema or a description and nothing in the database: with the
+    names alone in the token, its processes kept serving the manifest and /openapi.json that the shared cache held
+    under the old token, with the old ETag. Remembered for the registry's current capability objects (a
+    registration replaces the object, which is a new digest).
+    """
+    global _digested
+    capabilities = tuple(capability_registry)
+    known = _digested
+    if known is not None and len(known[0]) == len(capabilities) and all(map(operator.is_, known[0], capabilities)):
+        return known[1]
+    published = [
+        {f.name: getattr(capability, f.name) for f in dataclasses.fields(capability) if f.repr}
+        for capability in capabilities
+    ]
+    digest = hashlib.sha256(json.dumps(published, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+    _digested = (capabilities, digest)
+    return digest
+
+
+_digested: tuple[tuple[Capability, ...], str] | None = None
+
+
 def _build() -> Snapshot:
     from .models import ContentSignalOverride, Document, SiteProfile
 
@@ -92,7 +121,7 @@ def _build() -> Snapshot:
     parts = [
         app_settings.fingerprint,
         ",".join(config.label for config in content_registry),
-        ",".join(capability.name for capability in capability_registry),
+        capabilities_digest(),
         str(profile.updated_at),
         str(docs["count"]),
         str(docs["latest"]),

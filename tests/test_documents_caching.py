@@ -90,3 +90,39 @@ def test_if_none_match_comes_before_if_modified_since(client, publish, django_ca
     assert client.get("/llms.txt", headers=stale_tag).status_code == 200
     old_date = {"If-None-Match": current["ETag"], "If-Modified-Since": "Sat, 01 Jan 2000 00:00:00 GMT"}
     assert client.get("/llms.txt", headers=old_date).status_code == 304
+
+
+QUOTE_V1 = {"type": "object", "properties": {"sku": {"type": "string"}}}
+QUOTE_V2 = {"type": "object", "required": ["sku"], "properties": {"sku": {"type": "string", "pattern": "^LK-"}}}
+
+
+def quote(description, input_schema):
+    return Capability(
+        name="quote",
+        description=description,
+        mode="MODE3",
+        action_type="query",
+        input_schema=input_schema,
+        output_schema={"type": "object", "properties": {"price": {"type": "number"}}},
+        handler=lambda invocation: {"price": 1.0},
+    )
+
+
+def test_a_release_that_changes_a_capabilitys_schema_serves_the_new_documents(client, registries):
+    """Same names, new description and input schema: the old manifest and /openapi.json stayed in the shared
+    cache under the same token, and were served with the same ETag."""
+    _, capabilities = registries
+    capabilities.register(quote("A price quote", QUOTE_V1))
+    before = {path: client.get(path) for path in (MANIFEST, "/openapi.json")}
+    capabilities.unregister("quote")
+    capabilities.register(quote("A price quote for one product", QUOTE_V2))
+    state.invalidate()  # the new release's process: its own snapshot, the same shared cache
+    manifest = client.get(MANIFEST, headers={"If-None-Match": before[MANIFEST]["ETag"]})
+    assert manifest.status_code == 200
+    entry = next(c for c in manifest.json()["capabilities"] if c["name"] == "quote")
+    assert (entry["description"], entry["input_schema"]) == ("A price quote for one product", QUOTE_V2)
+    document = client.get("/openapi.json", headers={"If-None-Match": before["/openapi.json"]["ETag"]})
+    assert document.status_code == 200
+    operation = document.json()["paths"]["/capabilities/quote"]["post"]
+    assert operation["summary"] == "A price quote for one product"
+    assert operation["requestBody"]["content"]["application/json"]["schema"]["properties"]["sku"]["pattern"] == "^LK-"
