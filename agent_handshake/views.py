@@ -145,7 +145,10 @@ class AgentDocumentView(APIView, abc.ABC):
                 body = state.cached_body(f"agent_handshake:{variant}", lambda: self.render(snapshot, base))
                 response = HttpResponse(body, content_type=self.content_type)
             else:
-                response = StreamingHttpResponse(self.render(snapshot, base), content_type=self.content_type)
+                # A WSGI server iterates a streamed body on HEAD too (gunicorn does), which would read every document
+                # for nothing: HEAD gets GET's headers and an empty stream (no Content-Length, as GET has none).
+                body = () if request.method == "HEAD" else self.render(snapshot, base)
+                response = StreamingHttpResponse(body, content_type=self.content_type)
         return _finish(response, etag, snapshot.last_modified_http)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -4,8 +4,15 @@ when a release changes a capability's published definition, and HEAD does not ge
 
 from __future__ import annotations
 
+import io
+import wsgiref.util
+
 import pytest
 from django.contrib.contenttypes.models import ContentType
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, connection
+from django.test.utils import CaptureQueriesContext
 from django.utils.http import parse_http_date
 
 from agent_handshake import state
@@ -126,3 +133,42 @@ def test_a_release_that_changes_a_capabilitys_schema_serves_the_new_documents(cl
     operation = document.json()["paths"]["/capabilities/quote"]["post"]
     assert operation["summary"] == "A price quote for one product"
     assert operation["requestBody"]["content"]["application/json"]["schema"]["properties"]["sku"]["pattern"] == "^LK-"
+
+
+def wsgi(method, path):
+    """``path`` requested through Django's WSGI handler, its body read as a WSGI server (gunicorn) reads it: every
+    chunk of the iterable, HEAD or not. Returns the status line, the headers, the body and the queries run."""
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "wsgi.input": io.BytesIO(b"")}
+    wsgiref.util.setup_testing_defaults(environ)
+    started = {}
+
+    def start_response(status, headers, exc_info=None):
+        started.update(status=status, headers=dict(headers))
+
+    # A real request's signals would close the test's database connection (inside its transaction): not here.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            result = WSGIHandler()(environ, start_response)
+            body = b"".join(result)
+            result.close()
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+    return started["status"], started["headers"], body, queries.captured_queries
+
+
+def test_head_on_llms_full_txt_does_not_generate_the_body(client, publish):
+    for n in range(3):
+        publish(Article, title=f"Steeping {n}", slug=f"steeping-{n}", body=f"Note {n}.")
+    status, get_headers, body, _ = wsgi("GET", "/llms-full.txt")
+    assert status.startswith("200")
+    assert b"Note 2." in body
+    status, head_headers, body, queries = wsgi("HEAD", "/llms-full.txt")
+    assert status.startswith("200")
+    assert body == b""
+    assert queries == []  # the snapshot is known; the documents are not read
+    for name in ("Content-Type", "ETag", "Last-Modified", "Cache-Control", "Vary"):
+        assert head_headers[name] == get_headers[name], name
+    assert "Content-Length" not in head_headers  # GET's body is streamed: its length is not known either
