@@ -272,3 +272,26 @@ def test_a_sites_own_schema_generation_leaves_our_views_out_and_ours_still_has_t
     document = client.get("/openapi.json").json()
     assert "/agent/converse" in document["paths"]
     assert "/capabilities/check_inventory" in document["paths"]
+
+
+def test_every_status_a_capability_answers_for_an_expired_session_is_documented(client, document):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agent_handshake.models import ConverseSession
+
+    for name, body in (
+        ("content_search", {"query": "How should I brew hojicha?"}),
+        ("check_inventory", {"query": "Is it in stock?"}),  # which product? a clarification, in a session
+    ):
+        response, first = post(client, f"/capabilities/{name}", body)
+        assert response.status_code == 200, first
+        assert first["session_id"], first
+        ConverseSession.objects.filter(pk=first["session_id"]).update(last_active_at=timezone.now() - timedelta(days=1))
+        response, expired = post(client, f"/capabilities/{name}", {**body, "session_id": first["session_id"]})
+        assert response.status_code == 410, expired
+        responses = document["paths"][f"/capabilities/{name}"]["post"]["responses"]
+        assert str(response.status_code) in responses, (name, sorted(responses))
+        error = responses[str(response.status_code)]["content"]["application/json"]["schema"]
+        jsonschema.validate(expired, resolve(document, error))

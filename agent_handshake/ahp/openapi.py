@@ -211,7 +211,8 @@ class CapabilityOperation(AutoSchema):
     def get_response_serializers(self) -> Any:
         capability = self.capability
         success = OpenApiResponse(capability_response(capability), description="The capability's answer.")
-        responses: dict[int, Any] = {200: success, **ERRORS}
+        # Every capability takes a session_id, and answers one that has gone idle too long with 410 (as converse).
+        responses: dict[int, Any] = {200: success, **ERRORS, 410: CONVERSE["responses"][410]}
         if capability.action_type == "async":
             responses[202] = OpenApiResponse(ref("AHPResponse"), description="Accepted: poll the job.")
         if capability.action_type:
