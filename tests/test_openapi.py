@@ -295,3 +295,11 @@ def test_every_status_a_capability_answers_for_an_expired_session_is_documented(
         assert str(response.status_code) in responses, (name, sorted(responses))
         error = responses[str(response.status_code)]["content"]["application/json"]["schema"]
         jsonschema.validate(expired, resolve(document, error))
+
+
+def test_the_intent_manifest_operation_lists_the_304_it_answers(client, demo_content, document):
+    first = client.get("/intentmanifest.yaml")
+    assert first.status_code == 200
+    again = client.get("/intentmanifest.yaml", headers={"If-None-Match": first["ETag"]})
+    assert again.status_code == 304
+    assert "304" in document["paths"]["/intentmanifest.yaml"]["get"]["responses"]

@@ -109,6 +109,10 @@ MANIFEST: dict[str, Any] = {
 INTENT_MANIFEST = {
     "operation_id": "intentweb_manifest",
     "summary": "The IntentWeb manifest (§2): what intents this site fulfils, and its signing key",
-    "responses": {(200, "application/yaml"): OpenApiResponse(MANIFEST, description="The manifest, in YAML.")},
+    "responses": {
+        (200, "application/yaml"): OpenApiResponse(MANIFEST, description="The manifest, in YAML."),
+        # It is cached and conditional like agent.json (views.IntentManifestView).
+        304: OpenApiResponse(description="Not modified (If-None-Match / If-Modified-Since matched)."),
+    },
     "tags": ["IntentWeb"],
 }
