@@ -303,3 +303,47 @@ def test_the_intent_manifest_operation_lists_the_304_it_answers(client, demo_con
     again = client.get("/intentmanifest.yaml", headers={"If-None-Match": first["ETag"]})
     assert again.status_code == 304
     assert "304" in document["paths"]["/intentmanifest.yaml"]["get"]["responses"]
+
+
+#: A schema as pydantic's model_json_schema() writes one: its definitions under $defs, referred to by "#/$defs/...".
+SKU_INPUT = {"type": "object", "$defs": {"Sku": {"type": "string"}}, "properties": {"sku": {"$ref": "#/$defs/Sku"}}}
+PRICE_OUTPUT = {
+    "type": "object",
+    "$defs": {
+        "Money": {"type": "object", "properties": {"amount": {"type": "number"}, "currency": {"$ref": "#/$defs/Code"}}},
+        "Code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "Part": {"type": "object", "properties": {"parts": {"type": "array", "items": {"$ref": "#/$defs/Part"}}}},
+    },
+    "properties": {"price": {"$ref": "#/$defs/Money"}, "kit": {"$ref": "#/$defs/Part"}},
+}
+
+
+def test_capability_schemas_with_local_definitions_make_a_valid_document(client, demo_content, registries):
+    from agent_handshake.registry import Capability
+
+    _, capabilities = registries
+    capabilities.register(
+        Capability(
+            name="price_check",
+            description="The price of one product",
+            mode="MODE3",
+            action_type="query",
+            input_schema=SKU_INPUT,
+            output_schema=PRICE_OUTPUT,
+            handler=lambda invocation: {"price": {"amount": 9.5, "currency": "EUR"}, "kit": {"parts": [{"parts": []}]}},
+        )
+    )
+    document = client.get("/openapi.json").json()
+    validate(document)  # no "#/$defs/..." pointing nowhere
+    operation = document["paths"]["/capabilities/price_check"]["post"]
+    request = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert jsonschema.Draft202012Validator(resolve(document, request)).is_valid({"query": "x", "sku": "LK-1"})
+    assert not jsonschema.Draft202012Validator(resolve(document, request)).is_valid({"query": "x", "sku": 5})
+    response, answer = post(client, "/capabilities/price_check", {"query": "price?", "sku": "LK-TEA-0001"})
+    assert response.status_code == 200, answer
+    success = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    jsonschema.validate(answer, resolve(document, success))
+    wrong = {**answer, "response": {**answer["response"], "payload": {"data": {"price": {"currency": "euro"}}}}}
+    assert not jsonschema.Draft202012Validator(resolve(document, success)).is_valid(wrong)
+    # The registry's schemas are left as they were (the manifest and MCP publish them whole).
+    assert capabilities.get("price_check").input_schema == SKU_INPUT

@@ -5,9 +5,12 @@ described from the registry and the request schema the endpoints validate with (
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import ComponentIdentity, ResolvedComponent
 from drf_spectacular.utils import OpenApiResponse
 
 from ..registry import Capability
@@ -131,6 +134,64 @@ ASYNC_NOTE = (
 )
 
 
+#: Where a JSON Schema keeps the definitions its "#/..." references name: 2020-12's $defs, draft-07's definitions.
+LOCAL_DEFINITIONS = ("$defs", "definitions")
+
+
+def lifted(schema: dict[str, Any], prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``schema`` without its local definitions, and those as components named ``<prefix>.<name>``, with every
+    "#/$defs/<name>..." reference in either pointing at the component instead.
+
+    In /openapi.json a "#/..." reference resolves against the document, where a capability's own $defs are not
+    (pydantic's ``model_json_schema()`` writes them for every nested model): copied as they were, they pointed
+    nowhere and made the document invalid. A component may refer to itself, so recursive definitions stay valid.
+    """
+    schema = copy.deepcopy(schema)
+    components: dict[tuple[str, str], str] = {}
+    definitions: dict[str, Any] = {}
+    for keyword in LOCAL_DEFINITIONS:
+        found = schema.get(keyword)
+        if not isinstance(found, dict):
+            continue
+        del schema[keyword]
+        for name, definition in found.items():
+            # Component names are [A-Za-z0-9._-]+; a name that clashes once cleaned gets a number.
+            base = re.sub(r"[^A-Za-z0-9._-]", "_", f"{prefix}.{name}")
+            component, n = base, 1
+            while component in definitions:
+                n += 1
+                component = f"{base}_{n}"
+            components[keyword, name] = component
+            definitions[component] = definition
+
+    def pointed(node: Any) -> Any:
+        if isinstance(node, list):
+            return [pointed(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = {key: pointed(value) for key, value in node.items()}
+        target = node.get("$ref")
+        if isinstance(target, str) and target.startswith("#/"):
+            keyword, _, rest = target[2:].partition("/")
+            name, slash, tail = rest.partition("/")
+            # A JSON pointer in a URI fragment: percent-encoded, with "~1" for "/" and "~0" for "~".
+            name = unquote(name).replace("~1", "/").replace("~0", "~")
+            if (keyword, name) in components:
+                node["$ref"] = f"#/components/schemas/{components[keyword, name]}{slash}{tail}"
+        return node
+
+    return pointed(schema), {component: pointed(definition) for component, definition in definitions.items()}
+
+
+def capability_components(capability: Capability) -> dict[str, Any]:
+    """The local definitions of the capability's input and output schemas, as OpenAPI components."""
+    components: dict[str, Any] = {}
+    for part, schema in (("input", capability.input_schema), ("output", capability.output_schema)):
+        if schema:
+            components.update(lifted(schema, f"{capability.name}.{part}")[1])
+    return components
+
+
 def capability_request(capability: Capability) -> dict[str, Any]:
     """The flat body of ``POST /capabilities/<name>``."""
     from .capabilities import COMMON, input_fields  # the view imports this module for its schema
@@ -153,8 +214,11 @@ def capability_request(capability: Capability) -> dict[str, Any]:
             "description": "Optional: `Bearer <API key>`, for clients that cannot set headers (headers come first).",
         },
     }
-    for name in input_fields(capability):
-        properties[name] = copy.deepcopy(capability.input_schema["properties"][name])
+    fields = input_fields(capability)
+    if fields:
+        input_schema = lifted(capability.input_schema or {}, f"{capability.name}.input")[0]
+        for name in fields:
+            properties[name] = input_schema["properties"][name]
     assert set(COMMON) <= set(properties)
     return {"type": "object", "required": ["query"], "properties": properties, "additionalProperties": False}
 
@@ -162,9 +226,9 @@ def capability_request(capability: Capability) -> dict[str, Any]:
 def capability_response(capability: Capability) -> dict[str, Any]:
     """``AHPResponse``, with the capability's ``output_schema`` where it has one: the payload's ``data``
     (``application/data``) or ``result`` (``application/action-result``), whichever the answer's type carries."""
-    schema = capability.output_schema
-    if not schema:
+    if not capability.output_schema:
         return ref("AHPResponse")
+    schema = lifted(capability.output_schema, f"{capability.name}.output")[0]
     payload = {"properties": {"data": schema, "result": schema}}
     typed = {"properties": {"response": {"properties": {"payload": payload}}}}
     return {"allOf": [ref("AHPResponse"), typed]}
@@ -181,6 +245,10 @@ class CapabilityOperation(AutoSchema):
     def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         if self.view.documented_capability is None:  # the path's {name} pattern, not one capability: no operation
             return None
+        # The definitions the request and response schemas refer to (see lifted).
+        for name, schema in capability_components(self.capability).items():
+            component = ResolvedComponent(name, ResolvedComponent.SCHEMA, schema=schema, object=ComponentIdentity(name))
+            self.registry.register_on_missing(component)
         operation = super().get_operation(*args, **kwargs)
         if operation is not None and "requestBody" in operation:
             operation["requestBody"]["required"] = True
