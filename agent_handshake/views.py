@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -47,11 +48,16 @@ def base_url(request: HttpRequest) -> str:
     return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
 
 
-def _finish(response: HttpResponseBase, etag: str, last_modified: str) -> HttpResponseBase:
-    """Validators and caching headers of a generated document (a fresh response, so plain assignments)."""
+def _finish(response: HttpResponseBase, etag: str, last_modified: int) -> HttpResponseBase:
+    """Validators and caching headers of a generated document (a fresh response, so plain assignments).
+
+    ``last_modified`` may be a second or two ahead of the clock right after several changes in one second (each
+    state is a second later than the one before): RFC 9110 §8.8.2.1 has an origin send its ``Date`` then. The
+    conditional check still compares with the state's own time, so a client holding the earlier state is answered
+    in full."""
     headers = response.headers
     headers["ETag"] = etag
-    headers["Last-Modified"] = last_modified
+    headers["Last-Modified"] = http_date(min(last_modified, int(time.time())))
     headers["Cache-Control"] = f"public, max-age={app_settings.HTTP_MAX_AGE}"
     headers["Vary"] = "Accept"
     headers["Access-Control-Allow-Origin"] = "*"
@@ -149,7 +155,7 @@ class AgentDocumentView(APIView, abc.ABC):
                 # for nothing: HEAD gets GET's headers and an empty stream (no Content-Length, as GET has none).
                 body = () if request.method == "HEAD" else self.render(snapshot, base)
                 response = StreamingHttpResponse(body, content_type=self.content_type)
-        return _finish(response, etag, snapshot.last_modified_http)
+        return _finish(response, etag, snapshot.last_modified_timestamp)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return method_not_allowed(request.method or "", ["GET", "HEAD"])
@@ -267,4 +273,4 @@ def markdown_response(request: HttpRequest, document: Document) -> HttpResponseB
     # A header holds ASCII only: an IRI ("/articles/日本茶/") or a stray CR/LF in the URL is percent-encoded.
     canonical = iri_to_uri(absolute_url(base_url(request), document.url))
     response.headers["Link"] = f'<{canonical}>; rel="canonical"; type="text/html"'
-    return _finish(response, etag, http_date(last_modified))
+    return _finish(response, etag, last_modified)
