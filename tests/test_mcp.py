@@ -593,3 +593,32 @@ def test_a_batch_of_reads_shares_one_resource_budget(client, demo_content, setti
     assert "result" in answers[0]
     assert answers[1]["error"]["code"] == -32602  # over the budget with what came before it
     assert document.url in answers[1]["error"]["message"]
+
+
+def test_an_input_schema_with_local_definitions_keeps_them_in_the_tool(client, registries):
+    """pydantic writes ``{"$defs": {...}, "properties": {"sku": {"$ref": "#/$defs/Sku"}}}``: the tool's inputSchema
+    must carry the definitions its properties refer to, or a client cannot resolve them."""
+    from agent_handshake.registry import Capability
+
+    schema = {
+        "type": "object",
+        "$defs": {"Sku": {"type": "string", "pattern": "^LK-[0-9]+$"}},
+        "properties": {"sku": {"$ref": "#/$defs/Sku"}},
+    }
+    capability_registry.register(
+        Capability(
+            name="stock_of",
+            description="Stock of a SKU",
+            mode="MODE3",
+            action_type="query",
+            input_schema=schema,
+            output_schema={"type": "object"},
+            handler=lambda invocation: {},
+        )
+    )
+    _, body = rpc(client, "tools/list")
+    tool = next(tool for tool in body["result"]["tools"] if tool["name"] == "stock_of")
+    jsonschema.Draft202012Validator.check_schema(tool["inputSchema"])
+    jsonschema.validate({"query": "stock", "sku": "LK-1"}, tool["inputSchema"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"query": "stock", "sku": "tea"}, tool["inputSchema"])

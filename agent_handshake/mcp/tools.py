@@ -81,6 +81,15 @@ def _input_properties(capability: Capability) -> dict[str, Any]:
     return {name: spec for name, spec in properties.items() if name not in COMMON}
 
 
+def _local_definitions(capability: Capability) -> dict[str, Any]:
+    """The input schema's own definitions (``$defs``, draft 7's ``definitions``), which the ``$ref`` of its properties
+    (``#/$defs/Sku``, as pydantic writes them) point at from the schema's root: the tool's root carries them too."""
+    if not capability.action_type or not capability.input_schema:
+        return {}
+    schema = capability.input_schema
+    return {key: schema[key] for key in ("$defs", "definitions") if isinstance(schema.get(key), dict)}
+
+
 def _output_schema(capability: Capability) -> dict[str, Any] | None:
     """What ``structuredContent`` is, when it is always the capability's output (``query`` and ``action``)."""
     schema = capability.output_schema
@@ -111,6 +120,7 @@ def definitions(revision: Revision) -> list[dict[str, Any]]:
             {"query": QUERY, "session_id": SESSION, **_input_properties(capability)},
             revision,
         )
+        tool["inputSchema"].update(_local_definitions(capability))
         if revision.at_least("2025-03-26"):
             read_only = capability.action_type in (None, "query")
             tool["annotations"] = {"readOnlyHint": read_only, "openWorldHint": False}
