@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import IntegrityError, transaction
 from rest_framework.request import Request
@@ -125,6 +125,8 @@ class Turn:
     interaction: Interaction | None = None
     replayed: bool = False
     usages: list[ratelimit.Usage] = field(default_factory=list)
+    #: How the capability is called: the intent page's call counts its limit per client address (:mod:`.page`).
+    call_class: ClassVar[type[calls.Call]] = calls.Call
 
     @property
     def owner(self) -> Owner:
@@ -399,7 +401,7 @@ class Turn:
         interaction = self.interaction
         assert interaction is not None
         chain = self.envelope.chain
-        return calls.Call(
+        return self.call_class(
             capability=capability,
             owner=self.owner,
             request=self.request._request,

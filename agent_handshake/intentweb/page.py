@@ -28,13 +28,14 @@ from rest_framework.authentication import CSRFCheck
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from ..concierge import errors
+from ..concierge import calls, errors
+from ..concierge import limits as ratelimit
 from ..conf import app_settings
 from ..identity.auth import Credentials
 from ..models import AgentClient, ApiKey
 from ..registry import INTENTWEB_VERSION
 from . import attribution
-from .flows import offered
+from .flows import Turn, offered
 from .views import IntentView, now_iso
 
 CLIENT_NAME = "Intent page (this site)"
@@ -53,6 +54,35 @@ def page_credentials() -> Credentials:
         key.scopes = scopes
         key.save(update_fields=["scopes"])
     return Credentials(key, "intent_page")
+
+
+class PageCall(calls.Call):
+    """A capability call from the page: its own limit (``rate_limit``, else ``ACTION_RATE_LIMIT``) counts per client
+    address, like the page's requests. Counted for the page's key, which every visitor shares, one visitor's
+    bookings used up every visitor's budget."""
+
+    def count(self) -> None:
+        capability = self.capability
+        rate = capability.rate_limit or (
+            app_settings.ACTION_RATE_LIMIT if capability.action_type in ("action", "async") else None
+        )
+        if not rate:
+            return
+        # Per address as an anonymous caller's (Call.count): the same person through /intent gets no second budget.
+        usage = ratelimit.count_request(
+            self.request, f"capability:{capability.name}", ratelimit.client_ip(self.request), rate
+        )
+        self.usages.append(usage)
+        if usage.exceeded:
+            raise errors.RateLimited(
+                f"Rate limit of {rate} exceeded for {capability.name!r}.",
+                scope=usage.public_scope,
+                retry_after=usage.retry_after,
+            )
+
+
+class PageTurn(Turn):
+    call_class = PageCall
 
 
 class IntentPageView(View):
@@ -88,6 +118,7 @@ class IntentPageMessageView(IntentView):
     page, answered with the site's signed envelope (see the module docstring)."""
 
     authentication_classes: list = []
+    turn_class = PageTurn
     openapi_inspector = None  # the page's own endpoint, not an API for agents: not in /openapi.json
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:

@@ -245,6 +245,8 @@ class IntentView(FrontDoorView):
     """``POST /intent`` (see the module docstring and :mod:`.flows`)."""
 
     http_method_names = ["post", "options"]
+    #: The turn a message runs (the intent page's calls count per client address).
+    turn_class: type[flows.Turn] = flows.Turn
 
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
         data = getattr(self.request, "_full_data", None)
@@ -272,7 +274,7 @@ class IntentView(FrontDoorView):
         envelope = parse(data)
         check_fresh(envelope)
         endpoint = endpoint_of(request._request)
-        turn = flows.Turn(request, envelope, endpoint)
+        turn = self.turn_class(request, envelope, endpoint)
         # One transaction: the nonce is spent with the work it allowed (a refused message spends nothing and
         # changes nothing; the same message refused again is no replay of anything). Neither step opens a
         # savepoint of its own: a refusal leaves this block, which rolls all of it back.
