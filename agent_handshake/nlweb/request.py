@@ -167,8 +167,11 @@ def parse_ask(data: dict[str, Any]) -> Ask:
     day = moment(query.get("datePublished"), "query.datePublished") if "datePublished" in query else None
     if day is not None:
         ask.published_after = day
-        # The last day there is (9999-12-31) has no day after it: no upper bound then.
-        ask.published_before = day + datetime.timedelta(days=1) if day.date() < datetime.date.max else None
+        # Up to the last microsecond of the day: the retrieval's upper bound is inclusive, and the next midnight
+        # is the next day (content with a date and no time, a ``DateField``, is published at midnight). The last
+        # day there is (9999-12-31) has no day after it: no upper bound then.
+        end = day + datetime.timedelta(days=1, microseconds=-1) if day.date() < datetime.date.max else None
+        ask.published_before = end
     if "datePublishedAfter" in query:
         ask.published_after = moment(query["datePublishedAfter"], "query.datePublishedAfter")
     if "datePublishedBefore" in query:

@@ -1,0 +1,29 @@
+"""NLWeb v0.54 ``/ask`` and ``/await``: defects found in review, each with the test that showed it (in process,
+Django's test client through the whole middleware stack, the real embedding model and PostgreSQL)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from demo_site.blog.models import Post
+from tests.nlweb_schema import assert_valid
+from tests.test_nlweb import ask
+
+pytestmark = pytest.mark.django_db
+
+
+def test_date_published_is_that_day_and_not_the_next_midnight(client, demo_content, django_capture_on_commit_callbacks):
+    """``datePublished: D`` is the day D: content published at midnight (UTC) the next day is published on D+1.
+    A ``DateField`` site's content is all published at midnight, so the bound must be exclusive."""
+    post = Post.objects.get(published_at=datetime.datetime(2024, 7, 11, 15, tzinfo=datetime.UTC))
+    post.published_at = datetime.datetime(2024, 7, 12, tzinfo=datetime.UTC)  # midnight: the start of the 12th
+    with django_capture_on_commit_callbacks(execute=True):
+        post.save()
+    _, on_the_day = ask(client, post.title, query={"datePublished": "2024-07-12"})
+    assert_valid(on_the_day)
+    assert post.title in [r["name"] for r in on_the_day["results"]]
+    _, day_before = ask(client, post.title, query={"datePublished": "2024-07-11"})
+    assert_valid(day_before)
+    assert post.title not in [r["name"] for r in day_before["results"]], day_before["results"]
