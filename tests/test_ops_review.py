@@ -27,3 +27,33 @@ def test_the_embedded_socket_is_only_reachable_through_the_data_directory():
     socket_dir = Path(connection.settings_dict["HOST"])
     assert (socket_dir / "PG_VERSION").exists()  # the data directory itself, not a directory of the temp dir
     assert stat.S_IMODE(os.stat(socket_dir).st_mode) & 0o077 == 0
+
+
+# --- the demo's book_appointment -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def shop(db):
+    from django.core.management import call_command
+
+    call_command("loaddata", "demo", app_label="shop", verbosity=0)
+
+
+def book(client, service, at, secret, day=None):
+    from tests.test_mode3 import bearer, booking, converse, next_open_day
+
+    body = booking(day or next_open_day()[0], at, service=service)
+    return converse(client, body, **bearer(secret))
+
+
+@pytest.mark.django_db
+def test_a_booking_must_end_by_closing_time(client, shop):
+    """The shop takes bookings 10:00 to 17:00: a 45-minute tasting at 16:30 would run until 17:15."""
+    from tests.test_mode3 import issue
+
+    _, secret = issue()
+    late = book(client, "tea-tasting", "16:30", secret)
+    assert late.status_code == 400, late.json()
+    assert late.json()["fields"] == ["input.time"]
+    assert book(client, "tea-tasting", "16:00", secret).status_code == 200  # ends at 16:45
+    assert book(client, "teaware-consultation", "16:30", secret).status_code == 200  # 30 minutes: ends at 17:00

@@ -387,6 +387,11 @@ def custom_quote(invocation: Invocation) -> Outcome:
 
 
 OPENING_HOURS = (datetime.time(10, 0), datetime.time(17, 0))  # Tuesday to Saturday
+#: How long each service takes (Appointment.Service's labels): a booking ends by closing time.
+DURATIONS = {
+    Appointment.Service.TASTING: datetime.timedelta(minutes=45),
+    Appointment.Service.TEAWARE: datetime.timedelta(minutes=30),
+}
 
 
 @capability(
@@ -407,7 +412,7 @@ OPENING_HOURS = (datetime.time(10, 0), datetime.time(17, 0))  # Tuesday to Satur
         "Set up a visit to get advice on choosing teaware in person",
     ),
     constraints=(
-        "Tuesday to Saturday, 10:00 to 17:00, on the hour or half hour",
+        "Tuesday to Saturday, 10:00 to 17:00, on the hour or half hour, ending by 17:00 (tastings 45 min)",
         "From tomorrow up to 90 days ahead",
         "Up to 6 people",
     ),
@@ -446,6 +451,13 @@ def book_appointment(invocation: Invocation) -> Outcome:
         raise ActionFailed("Bookings are taken from tomorrow up to 90 days ahead.", fields=["input.date"])
     if day.weekday() in (0, 6) or not OPENING_HOURS[0] <= at < OPENING_HOURS[1]:
         raise ActionFailed("The shop takes bookings Tuesday to Saturday, 10:00 to 17:00.", fields=["input.time"])
+    ends = (datetime.datetime.combine(day, at) + DURATIONS[data["service"]]).time()
+    if ends > OPENING_HOURS[1]:  # a 45-minute tasting at 16:30 would run past closing
+        raise ActionFailed(
+            f"A {Appointment.Service(data['service']).label} booked at {at:%H:%M} would end at {ends:%H:%M}, after "
+            f"the shop closes at {OPENING_HOURS[1]:%H:%M}; choose an earlier time.",
+            fields=["input.time"],
+        )
     try:
         with transaction.atomic():
             booking = Appointment.objects.create(
