@@ -209,7 +209,7 @@ class Call:
             return noted(resolved)
         data, session = resolved
         if self.capability.action_type == "async":
-            return noted(self.accept(data))
+            return noted(self.accept(data, session))
         return noted(self.execute(data, session))
 
     def resolve_input(self) -> tuple[dict[str, Any], ConverseSession | None] | Refused | NeedsInput:
@@ -264,7 +264,7 @@ class Call:
         session.save()
         return NeedsInput(question, missing, session.pk)
 
-    def accept(self, data: dict[str, Any]) -> Accepted | Refused:
+    def accept(self, data: dict[str, Any], session: ConverseSession | None = None) -> Accepted | Refused:
         if self.callback_url:
             try:
                 callbacks.check_callback_url(self.callback_url)
@@ -283,6 +283,9 @@ class Call:
             callback_url=self.callback_url,
             protocol=self.protocol,
         )
+        # The job is this turn of the session, as a query's or an action's result is: the question it answered is
+        # closed (kept, the same answer sent again would queue the same job again) and the turn counts.
+        self.record_turn(session, "", job=job.pk)
         return Accepted(job)
 
     def execute(self, data: dict[str, Any], session: ConverseSession | None) -> Done | Refused:
@@ -299,9 +302,14 @@ class Call:
         except OutputInvalid:
             logger.exception("MODE3 capability %s", capability.name)
             raise errors.Failed("The capability failed; the error was logged.") from None
-        if session is not None:
-            session.pending_clarification = None
-            session.turns = [*session.turns, {"query": self.query, "answer": outcome.answer[:1000]}]
-            session.last_active_at = timezone.now()
-            session.save()
+        self.record_turn(session, outcome.answer)
         return Done(outcome, session.pk if session is not None else None)
+
+    def record_turn(self, session: ConverseSession | None, answer: str, **extra: Any) -> None:
+        """This call as a turn of ``session`` (locked by :meth:`resolve_input`), closing its pending question."""
+        if session is None:
+            return
+        session.pending_clarification = None
+        session.turns = [*session.turns, {"query": self.query, "answer": answer[:1000], **extra}]
+        session.last_active_at = timezone.now()
+        session.save()

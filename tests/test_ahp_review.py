@@ -1,0 +1,80 @@
+"""Review of AHP MODE2/MODE3 on POST /agent/converse: sessions, idempotency, limits and the published schemas,
+through the Django test client against real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import agent_handshake
+from agent_handshake.models import AgentClient, ApiKey, ConverseSession, Job
+
+pytestmark = pytest.mark.django_db
+URL = "/agent/converse"
+
+
+def issue(name="Test agent", scopes=("*",)):
+    agent, _ = AgentClient.objects.get_or_create(name=name)
+    return ApiKey.objects.issue(agent, scopes=list(scopes))[1]
+
+
+def post(client, body, ip="192.0.2.1", **headers):
+    return client.post(URL, json.dumps(body), content_type="application/json", headers=headers, REMOTE_ADDR=ip)
+
+
+def bearer(secret):
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@pytest.fixture
+def cancel_order(registries):
+    """An async capability with two required fields, the second of which a query seldom states."""
+
+    @agent_handshake.capability(
+        description="Cancel an order, given its number and the email address it was placed with.",
+        action_type="async",
+        input_schema={
+            "type": "object",
+            "required": ["order_number", "email"],
+            "properties": {
+                "order_number": {"type": "string", "pattern": "^LK-\\d{5}$"},
+                "email": {"type": "string", "format": "email"},
+            },
+        },
+        output_schema={"type": "object"},
+    )
+    def cancel_order(invocation):
+        return {}
+
+    return "cancel_order"
+
+
+def test_an_async_call_that_completes_a_clarification_closes_it_and_is_a_turn(client, settings, cancel_order):
+    """The answer that completes an async capability's input starts its job and closes the question, as a query or
+    an action's does: the same answer sent again (a retry, an agent repeating its last message) is not a second
+    job from the stored input, and the session's async calls are turns that SESSION_MAX_TURNS bounds."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "SESSION_MAX_TURNS": 2}
+    auth = bearer(issue())
+    asked = post(client, {"capability": cancel_order, "query": "Cancel order LK-10001"}, **auth).json()
+    assert asked["status"] == "clarification_needed", asked
+    session_id = asked["session_id"]
+    answer = {"capability": cancel_order, "query": "Cancel order LK-10001", "session_id": session_id}
+    answer["clarification"] = "ada@example.com"
+    accepted = post(client, answer, **auth)
+    assert accepted.status_code == 202, accepted.json()
+    session = ConverseSession.objects.get(pk=session_id)
+    assert session.pending_clarification is None
+    assert len(session.turns) == 1
+
+    repeated = post(client, answer, **auth)
+    assert repeated.json()["status"] == "clarification_needed", repeated.json()  # asked afresh: nothing stored
+    assert Job.objects.count() == 1
+
+    structured = {"capability": cancel_order, "query": "Cancel", "session_id": session_id}
+    structured["context"] = {"input": {"order_number": "LK-10002", "email": "ada@example.com"}}
+    assert post(client, structured, **auth).status_code == 202  # the second turn
+    refused = post(client, structured, **auth)
+    assert refused.status_code == 429, refused.json()
+    assert refused.json()["scope"] == "session"
+    assert Job.objects.count() == 2
