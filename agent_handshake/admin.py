@@ -5,6 +5,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import display_for_value
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -29,7 +30,6 @@ from .models import (
     SchemaTemplate,
     SiteProfile,
     TrustedActorKey,
-    TrustEvent,
     VerifiedAgent,
 )
 from .registry import capability_registry, content_registry
@@ -603,20 +603,8 @@ def guarded(proposal: ProposedField) -> bool:
 # --- verified agents: trust an operator can read, pin, set or block ----------------------------------------------
 
 
-class TrustEventInline(admin.TabularInline):
-    model = TrustEvent
-    fields = ("created_at", "delta", "trust", "reason")
-    readonly_fields = fields
-    extra = 0
-    max_num = 0
-    can_delete = False
-    verbose_name_plural = "trust history (newest first)"
-
-    def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).order_by("-created_at", "-pk")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+#: How many of an agent's trust events its change page shows (newest first).
+TRUST_HISTORY_SHOWN = 50
 
 
 @admin.register(VerifiedAgent)
@@ -628,9 +616,9 @@ class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
     list_filter = ("blocked", "pinned")
     search_fields = ("did", "agent_id")
     fields = ("did", "public_key", "agent_id", "capabilities", "trust", "tier", "pinned", "blocked", "scopes",
-              "created_at", "last_seen_at")  # fmt: skip
-    readonly_fields = ("did", "public_key", "agent_id", "capabilities", "tier", "created_at", "last_seen_at")
-    inlines = [TrustEventInline]
+              "created_at", "last_seen_at", "trust_history")  # fmt: skip
+    readonly_fields = ("did", "public_key", "agent_id", "capabilities", "tier", "created_at", "last_seen_at",
+                       "trust_history")  # fmt: skip
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # an agent is verified by its handshake, not typed in
@@ -638,6 +626,30 @@ class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
     @admin.display(description="tier")
     def tier(self, agent: VerifiedAgent) -> str:
         return trust.tier_of(agent.trust).name
+
+    @admin.display(description="trust history (newest first)")
+    def trust_history(self, agent: VerifiedAgent) -> str:
+        """The latest events, as a table, not an inline: every request writes one, and an inline's rows (each with
+        its hidden fields) grew the page without bound and, past ~500 requests, made its form more than
+        ``DATA_UPLOAD_MAX_NUMBER_FIELDS``: a "400 Bad Request" for the operator blocking the busiest agent."""
+        events = list(agent.trust_events.order_by("-created_at", "-pk")[: TRUST_HISTORY_SHOWN + 1])
+        if not events:
+            return "-"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((display_for_value(event.created_at, "-"), f"{event.delta:+.2f}", f"{event.trust:.2f}", event.reason)
+             for event in events[:TRUST_HISTORY_SHOWN]),
+        )  # fmt: skip
+        more = ""
+        if len(events) > TRUST_HISTORY_SHOWN:
+            more = format_html("<p>The latest {} of {} events.</p>", TRUST_HISTORY_SHOWN, agent.trust_events.count())
+        return format_html(
+            "<table><thead><tr><th>when</th><th>change</th><th>trust after</th><th>reason</th></tr></thead>"
+            "<tbody>{}</tbody></table>{}",
+            rows,
+            more,
+        )
 
     def written_fields(self, form: Any) -> list[str]:
         return [name for name in form.changed_data if name != "trust"]  # an operator's trust is recorded: below

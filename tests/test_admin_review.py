@@ -1,0 +1,37 @@
+"""The admin screens editors and operators use, reviewed: permissions, odd input, large histories, escaping."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_handshake.models import AgentClient, ApiKey, TrustEvent, VerifiedAgent
+from tests.test_admin import shown_form
+
+pytestmark = pytest.mark.django_db
+
+
+def verified_agent(**fields) -> VerifiedAgent:
+    key, _ = ApiKey.objects.issue(AgentClient.objects.create(name="did agent"))
+    fields.setdefault("did", "did:agent-semantic-protocol:" + "ab" * 32)
+    return VerifiedAgent.objects.create(public_key="A" * 43, key=key, **fields)
+
+
+def test_an_agent_with_a_long_trust_history_can_still_be_blocked(admin_client):
+    """Every request an agent makes writes a trust event. The change page listed each one as an inline row with
+    hidden fields, so past ~500 requests the operator's save (blocking the busiest agent) was refused with a bare
+    "Bad Request (400)" (more than DATA_UPLOAD_MAX_NUMBER_FIELDS), and the page grew without bound."""
+    agent = verified_agent()
+    TrustEvent.objects.bulk_create(
+        [TrustEvent(agent=agent, delta=0.05, trust=0.5, reason=f"POST /agent/converse #{n}") for n in range(1200)]
+    )
+    TrustEvent.objects.create(agent=agent, delta=-0.02, trust=0.48, reason="the newest one: GET /<script>x</script>")
+    url = f"/admin/agent_handshake/verifiedagent/{agent.pk}/change/"
+    page = admin_client.get(url).content.decode()
+    assert "the newest one: GET /&lt;script&gt;" in page  # the history is still shown, escaped, newest first ...
+    assert "#0<" not in page  # ... but not all of it
+    form = shown_form(admin_client, url)
+    form["blocked"] = ["on"]
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    agent.refresh_from_db()
+    assert agent.blocked
