@@ -57,3 +57,16 @@ def test_a_booking_must_end_by_closing_time(client, shop):
     assert late.json()["fields"] == ["input.time"]
     assert book(client, "tea-tasting", "16:00", secret).status_code == 200  # ends at 16:45
     assert book(client, "teaware-consultation", "16:30", secret).status_code == 200  # 30 minutes: ends at 17:00
+
+
+@pytest.mark.django_db
+def test_a_tasting_is_not_booked_over_another(client, shop):
+    """A tasting takes 45 minutes: the 10:30 slot is taken while the 10:00 tasting runs (a double booking)."""
+    from tests.test_mode3 import issue
+
+    _, secret = issue()
+    assert book(client, "tea-tasting", "10:00", secret).status_code == 200
+    overlapping = book(client, "tea-tasting", "10:30", secret)
+    assert overlapping.status_code == 409, overlapping.json()
+    assert book(client, "tea-tasting", "11:00", secret).status_code == 200  # 10:45 is free again
+    assert book(client, "teaware-consultation", "10:30", secret).status_code == 200  # another service

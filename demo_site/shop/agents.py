@@ -4,7 +4,7 @@ import secrets
 import unicodedata
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 import agent_handshake
@@ -458,8 +458,19 @@ def book_appointment(invocation: Invocation) -> Outcome:
             f"the shop closes at {OPENING_HOURS[1]:%H:%M}; choose an earlier time.",
             fields=["input.time"],
         )
+    taken = f"{day:%A %d %B} at {at:%H:%M} is already booked; try another time."
     try:
         with transaction.atomic():
+            # The slot constraint only sees bookings at the same time; a 45-minute tasting at 10:00 also takes
+            # 10:30. One booking of a service and day at a time (a lock until commit), so two agents booking
+            # overlapping slots at once cannot both find them free.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"shop-booking:{data['service']}:{day}"])
+            length = DURATIONS[data["service"]]
+            start = datetime.datetime.combine(day, at)
+            for other in Appointment.objects.filter(service=data["service"], date=day).values_list("time", flat=True):
+                if abs(datetime.datetime.combine(day, other) - start) < length:
+                    raise ActionFailed(taken, status=409)
             booking = Appointment.objects.create(
                 reference=f"BK-{secrets.token_hex(3).upper()}",
                 service=data["service"],
@@ -471,7 +482,7 @@ def book_appointment(invocation: Invocation) -> Outcome:
                 booked_by=str(invocation.client or ""),
             )
     except IntegrityError:
-        raise ActionFailed(f"{day:%A %d %B} at {at:%H:%M} is already booked; try another time.", status=409) from None
+        raise ActionFailed(taken, status=409) from None
     label = booking.get_service_display()
     return Outcome(
         {
