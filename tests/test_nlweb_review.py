@@ -4,6 +4,7 @@ Django's test client through the whole middleware stack, the real embedding mode
 from __future__ import annotations
 
 import datetime
+from decimal import Decimal
 
 import pytest
 
@@ -27,3 +28,16 @@ def test_date_published_is_that_day_and_not_the_next_midnight(client, demo_conte
     _, day_before = ask(client, post.title, query={"datePublished": "2024-07-11"})
     assert_valid(day_before)
     assert post.title not in [r["name"] for r in day_before["results"]], day_before["results"]
+
+
+def test_a_price_with_a_thousands_separator_is_that_many_dollars(client, demo_content):
+    """ "under $1,000" is under a thousand dollars, not under one dollar (the comma was read as a decimal point,
+    so every product was filtered out); a decimal comma ("12,50") is still a decimal comma."""
+    from agent_handshake.nlweb.request import parse_price
+
+    _, cheap = ask(client, "green tea", query={"itemType": "Product", "price": "under $1,000"})
+    assert_valid(cheap)
+    assert cheap["results"]
+    assert parse_price("under $1,000").high == 1000
+    assert parse_price("$1,250.50 - $2,000").low == Decimal("1250.50")
+    assert parse_price("under 12,50").high == Decimal("12.50")

@@ -34,7 +34,10 @@ MAX_PREVIOUS = 20
 FORMATS = {"conv_search": "conv_search", "conversational_search": "conv_search", "chatgpt_app": "chatgpt_app"}
 ACTIONS = ("checkin", "cancel")
 
-_NUMBER = r"\$?\s*(\d+(?:[.,]\d+)?)"
+#: A comma before groups of three digits separates thousands ("$1,000", "1,250.50"); otherwise it is a decimal
+#: comma ("12,50").
+_NUMBER = r"\$?\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)"
+_THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _BELOW = re.compile(rf"^(?:less than|under|below|cheaper than|at most|max(?:imum)?|up to|<=?)\s*{_NUMBER}$")
 _ABOVE = re.compile(rf"^(?:more than|over|above|at least|min(?:imum)?|from|>=?)\s*{_NUMBER}$")
 _BETWEEN = re.compile(rf"^(?:between\s*)?{_NUMBER}\s*(?:-|–|to|and)\s*{_NUMBER}$")
@@ -129,7 +132,7 @@ def parse_price(value: Any) -> PriceRange:
 
     def number(raw: str) -> Decimal:
         try:
-            return Decimal(raw.replace(",", "."))
+            return Decimal(raw.replace(",", "") if _THOUSANDS.match(raw) else raw.replace(",", "."))
         except InvalidOperation:  # pragma: no cover - the patterns only match digits
             raise InvalidInput("query.price: not a number.", fields=["query.price"]) from None
 
