@@ -3,12 +3,16 @@ through the Django test client against real PostgreSQL."""
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
+from django.utils import timezone
 
 import agent_handshake
-from agent_handshake.models import AgentClient, ApiKey, ConverseSession, Job
+from agent_handshake.models import AgentClient, ApiKey, ConverseSession, IdempotencyRecord, Job
+from demo_site.shop.models import Appointment
+from tests.test_mode3 import booking, next_open_day
 
 pytestmark = pytest.mark.django_db
 URL = "/agent/converse"
@@ -78,3 +82,22 @@ def test_an_async_call_that_completes_a_clarification_closes_it_and_is_a_turn(cl
     assert refused.status_code == 429, refused.json()
     assert refused.json()["scope"] == "session"
     assert Job.objects.count() == 2
+
+
+def test_an_idempotency_key_is_fresh_again_after_idempotency_ttl(client, settings):
+    """Records are kept IDEMPOTENCY_TTL: a key sent again after that starts a new request (an agent whose keys are
+    derived from what it does repeats them), instead of a 422 for the old body or a replay of a stale response,
+    whether or not the cleanup has deleted the old record yet."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "IDEMPOTENCY_TTL": 3600}
+    headers = {**bearer(issue()), "Idempotency-Key": "weekly-tasting"}
+    first = post(client, booking(*next_open_day(11)), **headers)
+    assert first.status_code == 200, first.json()
+    IdempotencyRecord.objects.update(created_at=timezone.now() - datetime.timedelta(seconds=3601))
+
+    later = post(client, booking(*next_open_day(14)), **headers)
+    assert later.status_code == 200, later.json()
+    assert "Idempotent-Replayed" not in later.headers
+    assert Appointment.objects.count() == 2
+    again = post(client, booking(*next_open_day(14)), **headers)
+    assert (again.json(), again.headers["Idempotent-Replayed"]) == (later.json(), "true")
+    assert Appointment.objects.count() == 2

@@ -19,6 +19,7 @@ fingerprint includes its protocol.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import logging
@@ -51,6 +52,11 @@ from .invocation import (
 
 logger = logging.getLogger(__name__)
 MAX_IDEMPOTENCY_KEY = 255
+
+
+def kept_since() -> datetime.datetime:
+    """When the oldest idempotency record still in force was made (``IDEMPOTENCY_TTL`` ago)."""
+    return timezone.now() - datetime.timedelta(seconds=app_settings.IDEMPOTENCY_TTL)
 
 
 @dataclass
@@ -175,7 +181,9 @@ class Call:
         with the key is a :class:`~.errors.Conflict`."""
         if not idempotency_key or self.key is None:
             return None
-        record = IdempotencyRecord.objects.filter(api_key=self.key, key=idempotency_key, status_code__gt=0).first()
+        record = IdempotencyRecord.objects.filter(
+            api_key=self.key, key=idempotency_key, status_code__gt=0, created_at__gte=kept_since()
+        ).first()
         if record is None:
             return None
         if record.request_hash != self.fingerprint():
@@ -188,6 +196,9 @@ class Call:
     def once(self, idempotency_key: str, render: Callable[[Result], Rendered]) -> Rendered:
         """Run at most once per (API key, Idempotency-Key); a retry gets the first response."""
         fingerprint = self.fingerprint()
+        # A record past IDEMPOTENCY_TTL is over for the agent, whether or not the cleanup has deleted it yet: the key
+        # starts a new request (a retry waiting on the new record's unique index finds that one).
+        IdempotencyRecord.objects.filter(api_key=self.key, key=idempotency_key, created_at__lt=kept_since()).delete()
         record, created = IdempotencyRecord.objects.get_or_create(
             api_key=self.key, key=idempotency_key, defaults={"request_hash": fingerprint, "status_code": 0, "body": {}}
         )
