@@ -607,11 +607,26 @@ def guarded(proposal: ProposedField) -> bool:
 TRUST_HISTORY_SHOWN = 50
 
 
+class VerifiedAgentForm(forms.ModelForm):
+    class Meta:
+        model = VerifiedAgent
+        fields = ["trust", "pinned", "blocked", "scopes"]
+
+    def clean_scopes(self) -> list[str]:
+        """A list of scope names, nothing else: each request makes a set of them, so a JSON string became one scope
+        per character and a number or a nested list a 500 on every request of the agent."""
+        scopes = self.cleaned_data.get("scopes")
+        if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
+            raise forms.ValidationError('Enter a list of scope names, like ["orders", "bookings"] (or [] for none).')
+        return scopes
+
+
 @admin.register(VerifiedAgent)
 class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
     """Agents that proved their DID. An operator may set the trust (recorded in the history), pin it (requests
     stop changing it), block the DID (every request gets 403) or grant extra scopes."""
 
+    form = VerifiedAgentForm
     list_display = ("did", "agent_id", "trust", "tier", "pinned", "blocked", "last_seen_at")
     list_filter = ("blocked", "pinned")
     search_fields = ("did", "agent_id")

@@ -35,3 +35,24 @@ def test_an_agent_with_a_long_trust_history_can_still_be_blocked(admin_client):
     assert response.status_code == 302, response.content.decode()[:3000]
     agent.refresh_from_db()
     assert agent.blocked
+
+
+@pytest.mark.parametrize("typed", ['"orders"', "5", '{"orders": true}', '[["orders"]]', '["orders", 5]', "null"])
+def test_an_agents_extra_scopes_must_be_a_list_of_scope_names(admin_client, typed):
+    """The extra scopes are a JSON field: an operator who typed ``"orders"`` (a JSON string) gave the agent the
+    scopes "o", "r", "d", "e", "s", and a number or a nested list made every request of that agent a 500 (its
+    scopes are a set built on each request). The form refuses anything but a list of scope names."""
+    agent = verified_agent(scopes=["bookings"])
+    url = f"/admin/agent_handshake/verifiedagent/{agent.pk}/change/"
+    form = shown_form(admin_client, url)
+    form["scopes"] = [typed]
+    response = admin_client.post(url, form)
+    assert response.status_code == 200  # the form again, with the error
+    assert "a list of scope names" in response.content.decode()
+    agent.refresh_from_db()
+    assert agent.scopes == ["bookings"]
+
+    form["scopes"] = ['["orders", "bookings"]']
+    assert admin_client.post(url, form).status_code == 302
+    agent.refresh_from_db()
+    assert agent.scopes == ["orders", "bookings"]
