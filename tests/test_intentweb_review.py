@@ -8,7 +8,12 @@ import json
 import pytest
 from django.test import Client
 
+from agent_handshake.concierge.desk import operator_outcome
+from agent_handshake.concierge.jobs import complete_waiting
+from agent_handshake.concierge.jobs import run as run_job
+from agent_handshake.models import Job
 from demo_site.shop.models import Appointment
+from tests.test_intentweb import Agent, key
 from tests.test_mcp import tasting_booking
 
 pytestmark = pytest.mark.django_db
@@ -45,3 +50,28 @@ def test_one_page_visitor_cannot_use_up_every_visitors_booking_limit(demo_conten
     assert status == 200, reply
     assert reply["flow_type"] == "execution_result"
     assert Appointment.objects.count() == 3
+
+
+def test_the_retry_of_the_poll_that_ended_an_async_interaction_gets_its_result_again(client, demo_content):
+    """An ``async`` capability's result comes in answer to a poll. A client that lost that answer and sent the poll
+    again, with the same Idempotency-Key, got 409 interaction_closed: the retry of the last message gets the same
+    result again (README), for a poll as for a final turn."""
+    agent = Agent(client, secret=key())
+    _, reply = agent.send("intent_request", "I'd like to speak to a person about a custom blend")
+    assert reply["status"] == "accepted", reply
+    job = Job.objects.get(pk=reply["external_id"])
+    run_job(job.pk)
+    complete_waiting(job.pk, operator_outcome("We can blend it for you: 250 g minimum.", "Mira"))
+    poll = {"HTTP_IDEMPOTENCY_KEY": "poll-7"}
+    status, reply = agent.send("information_response", "Any news?", headers=poll)
+    assert (status, reply["flow_type"], reply["status"]) == (200, "execution_result", "completed"), reply
+    status, again = agent.send("information_response", "Any news?", headers=poll)  # the answer was lost
+    assert status == 200, again
+    assert (again["flow_type"], again["status"]) == ("execution_result", "completed")
+    assert again["message"] == reply["message"]
+    assert again["external_id"] == reply["external_id"]
+    # Another message after the end is still refused; so is the key for another request.
+    status, other = agent.send("information_response", "Thanks!")
+    assert (status, other["status"]) == (409, "interaction_closed")
+    status, other = agent.send("information_response", "Thanks!", headers=poll)
+    assert (status, other["flow_type"]) == (422, "error"), other  # as Call.stored answers a reused key

@@ -37,7 +37,7 @@ from ..concierge.conversation import Owner
 from ..concierge.invocation import answer_input, check_input
 from ..identity.auth import printable_ascii
 from ..insights import recording
-from ..models import Interaction, Job
+from ..models import IdempotencyRecord, Interaction, Job
 from ..registry import Capability, capability_registry
 from . import attribution
 from .envelope import Envelope
@@ -289,15 +289,18 @@ class Turn:
         capability = capability_registry.get(interaction.capability)
         if capability is None:
             return None
-        idempotency_key = self.request.headers.get("Idempotency-Key")
-        if idempotency_key and not printable_ascii(idempotency_key):
-            raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
-        stored = self.call(capability, {}).stored(idempotency_key)
+        stored = self.call(capability, {}).stored(self.idempotency_key())
         if stored is None:
             return None
         status, body = stored
         fields = {key: value for key, value in body.items() if key not in ("flow_type", "message", "status")}
         return Reply(body["flow_type"], body["message"], body.get("status"), status, fields)
+
+    def idempotency_key(self) -> str | None:
+        idempotency_key = self.request.headers.get("Idempotency-Key")
+        if idempotency_key and not printable_ascii(idempotency_key):
+            raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
+        return idempotency_key
 
     def owner_may_continue(self, interaction: Interaction) -> bool:
         key = self.owner.api_key
@@ -382,9 +385,7 @@ class Turn:
     def execute(self, capability: Capability, data: dict[str, Any]) -> Reply:
         interaction = self.interaction
         assert interaction is not None
-        idempotency_key = self.request.headers.get("Idempotency-Key")
-        if idempotency_key and not printable_ascii(idempotency_key):
-            raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
+        idempotency_key = self.idempotency_key()
         call = self.call(capability, data)
 
         def rendered(result: calls.Result) -> calls.Rendered:
@@ -468,7 +469,33 @@ class Turn:
             return Reply("error", "This interaction's job is no longer kept.", status="expired", http_status=410)
         reply = job_reply(job, interaction)
         interaction.save(update_fields=TURN_FIELDS)
+        if interaction.terminal:
+            self.remember(interaction, reply)
         return reply
+
+    def remember(self, interaction: Interaction, reply: Reply) -> None:
+        """Store the reply to the poll that ended the interaction under its Idempotency-Key, as a final turn's is
+        (:meth:`execute`): the retry of a poll whose answer was lost gets it again (:meth:`retried`), not
+        interaction_closed."""
+        idempotency_key = self.idempotency_key()
+        capability = capability_registry.get(interaction.capability)
+        if not idempotency_key or capability is None:
+            return
+        call = self.call(capability, {})
+        if call.key is None:  # as for a final turn: idempotency is per API key
+            return
+        if len(idempotency_key) > calls.MAX_IDEMPOTENCY_KEY:
+            raise errors.InvalidInput(f"Idempotency-Key is over {calls.MAX_IDEMPOTENCY_KEY} characters.")
+        fingerprint = call.fingerprint()
+        record, created = IdempotencyRecord.objects.get_or_create(
+            api_key=call.key,
+            key=idempotency_key,
+            defaults={"request_hash": fingerprint, "status_code": reply.http_status, "body": reply.as_dict()},
+        )
+        if not created and record.request_hash != fingerprint:
+            raise errors.Conflict(
+                "This Idempotency-Key was used for a different request; use a new key for a new request."
+            )
 
 
 def external_id(capability: Capability, data: dict[str, Any]) -> str | None:
