@@ -41,3 +41,20 @@ def test_a_price_with_a_thousands_separator_is_that_many_dollars(client, demo_co
     assert parse_price("under $1,000").high == 1000
     assert parse_price("$1,250.50 - $2,000").low == Decimal("1250.50")
     assert parse_price("under 12,50").high == Decimal("12.50")
+
+
+def test_response_format_may_list_the_formats_the_client_accepts(client, demo_content):
+    """§3.3.1: "A client may specify the formats it can accept and leave it to the NLWeb agent to choose the best":
+    a list of formats was refused (400 INVALID_PARAMETER); the first one this site speaks is answered."""
+    response, app = ask(client, "hojicha", prefer={"response_format": ["widget_v2", "chatgpt_app", "conv_search"]})
+    assert response.status_code == 200, app
+    assert_valid(app)
+    assert app["_meta"]["response_format"] == "chatgpt_app"
+    assert app["structuredData"]
+    response, search = ask(client, "hojicha", prefer={"response_format": ["conversational_search", "chatgpt_app"]})
+    assert response.status_code == 200, search
+    assert search["_meta"]["response_format"] == "conv_search"
+    assert search["results"]
+    response, failure = ask(client, "hojicha", prefer={"response_format": [1]})
+    assert response.status_code == 400, failure
+    assert failure["error"]["details"]["fields"] == ["prefer.response_format"]

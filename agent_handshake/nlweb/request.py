@@ -4,7 +4,8 @@ accepted as ``../shared/specs/NOTES.md`` decides (README, "NLWeb"):
 - ``meta.version`` and ``meta.api_version`` are the same thing;
 - ``context.memory`` is a string or a list of strings;
 - ``prefer.response_format`` ``conv_search`` and ``conversational_search`` are the same format;
-  ``chatgpt_app`` is the other; anything else is answered as ``conv_search``;
+  ``chatgpt_app`` is the other; a list is the formats the client accepts (the first we speak is answered);
+  anything else is answered as ``conv_search``;
 - ``prefer.mode`` ``summarize`` adds the answer text; every other mode (``list``, the examples' ``detailed``)
   is a list.
 
@@ -123,6 +124,19 @@ def _meta(data: dict[str, Any]) -> tuple[str, str | None]:
     return str(version), conversation or None
 
 
+def _response_format(value: Any) -> str:
+    """``prefer.response_format``: a format, or the formats the client accepts in its order of preference (§3.3.1:
+    "a client may specify the formats it can accept and leave it to the NLWeb agent to choose"): the first we
+    speak; none of ours is answered as ``conv_search``."""
+    names = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or len(names) > 20 or not all(isinstance(n, str) and len(n) <= 64 for n in names):
+        raise InvalidInput(
+            "prefer.response_format must be a format or a list of formats (each at most 64 characters).",
+            fields=["prefer.response_format"],
+        )
+    return next((FORMATS[name.lower()] for name in names if name.lower() in FORMATS), "conv_search")
+
+
 def parse_price(value: Any) -> PriceRange:
     """``query.price`` as a range; a number alone is an upper bound ("something for $20")."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -191,8 +205,7 @@ def parse_ask(data: dict[str, Any]) -> Ask:
     ask.memory = _strings(context.get("memory"), "context.memory")
 
     prefer = _object(data, "prefer")
-    response_format = _string(prefer, "response_format", "prefer.response_format", limit=64) or "conv_search"
-    ask.response_format = FORMATS.get(response_format.lower(), "conv_search")
+    ask.response_format = _response_format(prefer.get("response_format"))
     ask.mode = (_string(prefer, "mode", "prefer.mode", limit=64) or "list").lower()
     streaming = prefer.get("streaming", False)
     if not isinstance(streaming, bool):
