@@ -209,13 +209,30 @@ class AgentClientAdmin(OnlyWhatChanged, admin.ModelAdmin):
     inlines = [ApiKeyInline]
 
 
+class KeyHolderFilter(admin.SimpleListFilter):
+    """Keys issued here to agent clients, or the keys of verified agents (one each, made by its handshake). Not one
+    link per client: every DID that completes a handshake has a client of its own, and anyone may make DIDs."""
+
+    title = "held by"
+    parameter_name = "held_by"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("clients", "agent clients (issued here)"), ("verified", "verified agents (their DID's key)")]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        if self.value() in ("clients", "verified"):
+            return queryset.filter(verified_agent__isnull=self.value() == "clients")
+        return queryset
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(OnlyWhatChanged, admin.ModelAdmin):
     """Issue, scope, expire and revoke keys. The secret is shown once, when the key is created."""
 
     form = ApiKeyForm
     list_display = ("__str__", "key_id", "scope_list", "expires_at", "revoked_at", "last_used_at")
-    list_filter = ("client", ("revoked_at", admin.EmptyFieldListFilter))
+    list_filter = (KeyHolderFilter, ("revoked_at", admin.EmptyFieldListFilter))
+    autocomplete_fields = ("client",)  # a menu would list every verified agent's client (see KeyHolderFilter)
     search_fields = ("name", "key_id", "client__name")
     readonly_fields = ("key_id", "created_at", "last_used_at")
     actions = ["revoke"]

@@ -56,3 +56,41 @@ def test_an_agents_extra_scopes_must_be_a_list_of_scope_names(admin_client, type
     assert admin_client.post(url, form).status_code == 302
     agent.refresh_from_db()
     assert agent.scopes == ["orders", "bookings"]
+
+
+def test_api_key_pages_do_not_list_every_agent_client(admin_client):
+    """Every DID that completes a handshake gets an agent client of its own, and anyone may make DIDs: the API key
+    list's client filter and the key form's client menu listed every one of them, so a few thousand handshakes made
+    the operators' key pages megabytes long. The form picks the client by search; the filter tells the keys
+    operators issued from those of verified agents."""
+    clients = AgentClient.objects.bulk_create(
+        [AgentClient(name=f"did:agent-semantic-protocol:{n:064x}") for n in range(3000)]
+    )
+    key, _ = ApiKey.objects.issue(clients[0], name="issued by hand")
+    agent = verified_agent()
+    for url in ("/admin/agent_handshake/apikey/", "/admin/agent_handshake/apikey/add/",
+                f"/admin/agent_handshake/apikey/{key.pk}/change/"):  # fmt: skip
+        page = admin_client.get(url)
+        assert page.status_code == 200
+        assert f"{2999:064x}" not in page.content.decode(), url
+        assert len(page.content) < 100_000, url
+
+    issued = admin_client.get("/admin/agent_handshake/apikey/?held_by=clients").content.decode()
+    assert "issued by hand" in issued
+    assert agent.key.key_id not in issued
+    verified = admin_client.get("/admin/agent_handshake/apikey/?held_by=verified").content.decode()
+    assert agent.key.key_id in verified
+    assert "issued by hand" not in verified
+
+    # The form's search finds the client, and the form issues a key for the client chosen.
+    found = admin_client.get(
+        "/admin/autocomplete/",
+        {"app_label": "agent_handshake", "model_name": "apikey", "field_name": "client", "term": f"{2999:064x}"},
+    )
+    assert found.status_code == 200
+    assert [result["id"] for result in found.json()["results"]] == [str(clients[2999].pk)]
+    response = admin_client.post(
+        "/admin/agent_handshake/apikey/add/", {"client": clients[2999].pk, "name": "found by search", "scopes": ["*"]}
+    )
+    assert response.status_code == 200, response.content.decode()[:3000]
+    assert ApiKey.objects.get(name="found by search").client == clients[2999]
