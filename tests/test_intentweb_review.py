@@ -75,3 +75,20 @@ def test_the_retry_of_the_poll_that_ended_an_async_interaction_gets_its_result_a
     assert (status, other["status"]) == (409, "interaction_closed")
     status, other = agent.send("information_response", "Thanks!", headers=poll)
     assert (status, other["flow_type"]) == (422, "error"), other  # as Call.stored answers a reused key
+
+
+def test_the_page_lists_only_what_its_key_may_do(demo_content, settings):
+    """The page said "Here is what you can do on this site" over every capability, those its key (INTENT_UI_SCOPES,
+    empty by default) may not use included: a person who chose one got a refusal about API keys. It lists what
+    needs no key and what the page's scopes allow."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "INTENT_UI_SCOPES": []}
+    page = Client().get("/intent-ui/")
+    listed = {capability["name"] for capability in page.context["capabilities"]}
+    assert {"check_inventory", "custom_quote"} <= listed
+    assert not listed & {"book_appointment", "order_status", "escalate_to_human"}
+    assert b"Book a tasting or a teaware consultation" not in page.content
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "INTENT_UI_SCOPES": ["book_appointment"]}
+    page = Client().get("/intent-ui/")
+    listed = {capability["name"] for capability in page.context["capabilities"]}
+    assert "book_appointment" in listed
+    assert "order_status" not in listed

@@ -33,7 +33,7 @@ from ..concierge import limits as ratelimit
 from ..conf import app_settings
 from ..identity.auth import Credentials
 from ..models import AgentClient, ApiKey
-from ..registry import INTENTWEB_VERSION
+from ..registry import INTENTWEB_VERSION, Capability
 from . import attribution
 from .flows import Turn, offered
 from .views import IntentView, now_iso
@@ -54,6 +54,13 @@ def page_credentials() -> Credentials:
         key.scopes = scopes
         key.save(update_fields=["scopes"])
     return Credentials(key, "intent_page")
+
+
+def page_may(capability: Capability) -> bool:
+    """Whether the page's key may use ``capability`` (what :meth:`ApiKey.allows` says of ``INTENT_UI_SCOPES``): the
+    page lists only those, not what a person would choose and then be refused for lack of an API key."""
+    scopes = app_settings.INTENT_UI_SCOPES
+    return not capability.requires_auth or capability.scope is None or "*" in scopes or capability.scope in scopes
 
 
 class PageCall(calls.Call):
@@ -100,6 +107,7 @@ class IntentPageView(View):
                 "input_schema": capability.input_schema or {},
             }
             for capability in offered()
+            if page_may(capability)
         ]
         context = {
             "capabilities": capabilities,
