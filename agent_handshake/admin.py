@@ -184,6 +184,15 @@ class ApiKeyForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # A scope no capability declares now (turned off, renamed) keeps a box: without one, saving the key for any
+        # other change took the scope away, and the agent got 403 when the capability came back.
+        offered = {value for value, _label in self.fields["scopes"].choices}
+        kept = [scope for scope in (self.instance.scopes or []) if scope not in offered]
+        if kept:
+            self.fields["scopes"].choices = [
+                *self.fields["scopes"].choices,
+                *((scope, f"{scope} (no capability declares it now)") for scope in kept),
+            ]
         for field in self.fields.values():
             # Declared fields (scopes) get no formfield_callback: OnlyWhatChanged's shown values, for each.
             field.show_hidden_initial = True

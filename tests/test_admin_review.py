@@ -94,3 +94,24 @@ def test_api_key_pages_do_not_list_every_agent_client(admin_client):
     )
     assert response.status_code == 200, response.content.decode()[:3000]
     assert ApiKey.objects.get(name="found by search").client == clients[2999]
+
+
+def test_editing_a_key_keeps_a_scope_no_capability_declares_now(admin_client):
+    """A key's scope whose capability is not registered now (turned off for a while, or renamed in a release) had
+    no box on the change page, so renaming the key or moving its expiry silently took the scope away: when the
+    capability came back, the agent got 403. The page shows such a scope, ticked, and keeps it unless unticked."""
+    key, _ = ApiKey.objects.issue(AgentClient.objects.create(name="Crawler Co"), name="old", scopes=["retired_scope"])
+    url = f"/admin/agent_handshake/apikey/{key.pk}/change/"
+    form = shown_form(admin_client, url)
+    assert form["scopes"] == ["retired_scope"]  # shown, ticked
+    form["name"] = ["new"]
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    key.refresh_from_db()
+    assert (key.name, key.scopes) == ("new", ["retired_scope"])
+
+    form = shown_form(admin_client, url)
+    form["scopes"] = []  # untick it: the operator's choice
+    assert admin_client.post(url, form).status_code == 302
+    key.refresh_from_db()
+    assert key.scopes == []
