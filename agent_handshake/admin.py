@@ -385,15 +385,29 @@ class DeskRequestAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
         answer = form.cleaned_data.get("operator_answer")
         if not answer:  # the form had no answer field: the request was answered or expired meanwhile
             messages.error(request, f"This request is {obj.get_status_display()}; it takes no answer.")
+            obj._answer_refused = True
             return
         operator = request.user.get_full_name() or request.user.get_username()
         try:
             complete_waiting(obj.pk, operator_outcome(answer, operator))
         except ActionFailed as exc:
             messages.error(request, exc.message)
+            obj._answer_refused = True
             return
         DeskRequest.objects.filter(pk=obj.pk).update(operator_answer=answer, answered_by=request.user)
         messages.success(request, "The answer was sent to the agent.")
+
+    # A refused answer (another operator's came first, or the request expired) is no change: not recorded in the
+    # history as this operator's, nor reported as "changed successfully" beside the refusal.
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        if getattr(obj, "_answer_refused", False):
+            return None
+        return super().log_change(request, obj, message)
+
+    def response_change(self, request: HttpRequest, obj: Any) -> HttpResponse:
+        if getattr(obj, "_answer_refused", False):
+            return HttpResponseRedirect(request.path)  # the request as it is now, with the refusal
+        return super().response_change(request, obj)
 
 
 @admin.register(TrustedActorKey)

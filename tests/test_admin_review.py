@@ -115,3 +115,36 @@ def test_editing_a_key_keeps_a_scope_no_capability_declares_now(admin_client):
     assert admin_client.post(url, form).status_code == 302
     key.refresh_from_db()
     assert key.scopes == []
+
+
+def test_a_second_operators_answer_is_not_reported_as_sent(client, django_capture_on_commit_callbacks):
+    """Two operators answer the same desk request: the first answer completes it, the second is refused. The
+    second operator was shown the refusal and, beside it, "was changed successfully", and the admin's history
+    recorded their answer as a change: as if it had reached the agent."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.auth.models import User
+    from django.contrib.messages import get_messages
+    from django.test import Client
+
+    from agent_handshake.models import Job
+
+    job = Job.objects.create(capability="escalate_to_human", query="Smoky tea for a café?", status=Job.Status.WAITING,
+                             input={"message": "Smoky tea for a café?"}, needs_operator=True)  # fmt: skip
+    url = f"/admin/agent_handshake/deskrequest/{job.pk}/change/"
+    first, second = Client(), client
+    first.force_login(User.objects.create_superuser("ann", "ann@example.com", "pw"))
+    second.force_login(User.objects.create_superuser("bob", "bob@example.com", "pw"))
+    assert second.get(url).status_code == 200  # bob's page, with the answer box
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert first.post(url, {"operator_answer": "Yes: Lapsang, 2 kg."}).status_code == 302
+    with django_capture_on_commit_callbacks(execute=True):
+        response = second.post(url, {"operator_answer": "No, sorry."}, follow=True)
+    assert response.status_code == 200
+    shown = [str(message) for message in get_messages(response.wsgi_request)]
+    shown += [str(message) for message in response.context["messages"]]
+    assert any("no longer takes an answer" in text or "takes no answer" in text for text in shown), shown
+    assert not any("successfully" in text for text in shown), shown
+    assert not LogEntry.objects.filter(user__username="bob").exists()
+    job.refresh_from_db()
+    assert job.answered_by.username == "ann"
