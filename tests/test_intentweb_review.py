@@ -92,3 +92,22 @@ def test_the_page_lists_only_what_its_key_may_do(demo_content, settings):
     listed = {capability["name"] for capability in page.context["capabilities"]}
     assert "book_appointment" in listed
     assert "order_status" not in listed
+
+
+def test_the_retry_of_a_final_turn_says_it_was_replayed(client, demo_content):
+    """A retry of the message that ended an interaction (same Idempotency-Key) gets the stored result, but without
+    the ``Idempotent-Replayed: true`` every other front door sends with one: the client could not tell a replay
+    from a second run."""
+    agent = Agent(client, secret=key())
+    headers = {"HTTP_IDEMPOTENCY_KEY": "stock-1", "HTTP_AUTHORIZATION": f"Bearer {agent.secret}"}
+    body = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?")
+    first = client.post("/intent", json.dumps(body), content_type="application/json", **headers)
+    assert first.status_code == 200, first.content
+    assert first.json()["flow_type"] == "execution_result"
+    assert "Idempotent-Replayed" not in first.headers
+    retry = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?")  # a new nonce and time
+    again = client.post("/intent", json.dumps(retry), content_type="application/json", **headers)
+    assert again.status_code == 200, again.content
+    agent.check(again.json())
+    assert again.json()["result"] == first.json()["result"]
+    assert again.headers.get("Idempotent-Replayed") == "true"

@@ -292,6 +292,7 @@ class Turn:
         stored = self.call(capability, {}).stored(self.idempotency_key())
         if stored is None:
             return None
+        self.replayed = True  # the view says so (Idempotent-Replayed), as every front door does
         status, body = stored
         fields = {key: value for key, value in body.items() if key not in ("flow_type", "message", "status")}
         return Reply(body["flow_type"], body["message"], body.get("status"), status, fields)
