@@ -10,7 +10,7 @@ import pytest
 
 from demo_site.blog.models import Post
 from tests.nlweb_schema import assert_valid
-from tests.test_nlweb import ask
+from tests.test_nlweb import ask, post
 
 pytestmark = pytest.mark.django_db
 
@@ -58,3 +58,19 @@ def test_response_format_may_list_the_formats_the_client_accepts(client, demo_co
     response, failure = ask(client, "hojicha", prefer={"response_format": [1]})
     assert response.status_code == 400, failure
     assert failure["error"]["details"]["fields"] == ["prefer.response_format"]
+
+
+def test_null_optional_members_are_absent_ones(client, demo_content):
+    """A client that writes its unset optional members as null (a pydantic model dumped without exclude_none)
+    was refused for three of them (prefer.streaming, meta.api_version/version, /await's action) while the parser
+    reads null as absent everywhere else."""
+    response, answer = ask(
+        client, "hojicha", prefer={"streaming": None, "mode": None}, meta={"api_version": None, "version": None}
+    )
+    assert response.status_code == 200, answer
+    assert not response.streaming
+    assert answer["_meta"]["response_type"] == "answer"
+    assert answer["results"]
+    response, failure = post(client, "/await", {"promise_token": "nope", "action": None})
+    assert response.status_code == 401, failure  # read as a checkin: the promise is nobody's without credentials
+    assert failure["error"]["code"] == "AUTHENTICATION_REQUIRED"

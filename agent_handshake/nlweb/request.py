@@ -114,7 +114,8 @@ def _strings(value: Any, path: str, *, limit: int = MAX_PREVIOUS) -> list[str]:
 
 def _meta(data: dict[str, Any]) -> tuple[str, str | None]:
     meta = _object(data, "meta")
-    version = meta.get("api_version", meta.get("version", VERSION))
+    # null is absent here as everywhere in the body (clients write their unset optional members as null).
+    version = next((meta[key] for key in ("api_version", "version") if meta.get(key) is not None), VERSION)
     if not isinstance(version, (str, int, float)) or isinstance(version, bool):
         raise InvalidInput("meta.api_version must be a version string such as '0.54'.", fields=["meta.api_version"])
     session = meta.get("session_context") or {}
@@ -207,7 +208,7 @@ def parse_ask(data: dict[str, Any]) -> Ask:
     prefer = _object(data, "prefer")
     ask.response_format = _response_format(prefer.get("response_format"))
     ask.mode = (_string(prefer, "mode", "prefer.mode", limit=64) or "list").lower()
-    streaming = prefer.get("streaming", False)
+    streaming = False if prefer.get("streaming") is None else prefer["streaming"]  # null is absent
     if not isinstance(streaming, bool):
         raise InvalidInput("prefer.streaming must be true or false.", fields=["prefer.streaming"])
     ask.streaming = streaming
@@ -220,7 +221,7 @@ def parse_await(data: dict[str, Any]) -> Await:
     token = data.get("promise_token")
     if not isinstance(token, str) or not token or len(token) > 128:
         raise InvalidInput("promise_token is required: the token of a Promise.", fields=["promise_token"])
-    action = data.get("action", "checkin")
+    action = "checkin" if data.get("action") is None else data["action"]  # null is absent
     if not isinstance(action, str) or action.lower() not in ACTIONS:
         raise InvalidInput("action must be 'checkin' or 'cancel'.", fields=["action"])
     version, conversation = _meta(data)
