@@ -101,3 +101,19 @@ def test_an_idempotency_key_is_fresh_again_after_idempotency_ttl(client, setting
     again = post(client, booking(*next_open_day(14)), **headers)
     assert (again.json(), again.headers["Idempotent-Replayed"]) == (later.json(), "true")
     assert Appointment.objects.count() == 2
+
+
+def test_a_request_without_capability_on_a_site_with_none_is_unknown_capability(client, registries, ahp_schemas):
+    """With no converse capability (a MODE1 site: nothing registered), routing has nothing to offer: the answer is
+    the 400 unknown_capability a named capability gets, not a clarification with no options whose every answer
+    asks again in a new session."""
+    from tests.test_converse import response_validator
+
+    _, capabilities = registries
+    capabilities._capabilities.clear()
+    for body in ({"query": "What do you sell?"}, {"query": "What do you sell?", "capability": "content_search"}):
+        response = post(client, body)
+        assert response.status_code == 400, response.json()
+        assert (response.json()["code"], response.json()["available_capabilities"]) == ("unknown_capability", [])
+        response_validator(ahp_schemas).validate(response.json())
+    assert not ConverseSession.objects.exists()

@@ -96,17 +96,19 @@ class ConverseView(AHPView):
             if agent.exceeded:
                 return rate_limited(agent, "Rate limit exceeded for this agent identity.")
         capabilities = converse_capabilities()
-        if converse_request.capability is None:
+        if converse_request.capability is None and capabilities:
             routed = self.routed(converse_request, capabilities, credentials, django_request)
             if isinstance(routed, HttpResponseBase):
                 return routed
             converse_request = routed
         capability = next((c for c in capabilities if c.name == converse_request.capability), None)
         if capability is None:
+            # With none to route among (a MODE1 site), a clarification would offer nothing, and ask again for ever.
+            named = converse_request.capability
             return error_response(
                 400,
                 "unknown_capability",
-                f"The capability {converse_request.capability!r} is not supported.",
+                f"The capability {named!r} is not supported." if named else "This site has no capability to answer.",
                 available_capabilities=[c.name for c in capabilities],
             )
         authorize(capability, credentials)  # 401 / 403, rendered as §10 errors by the front door
