@@ -111,3 +111,32 @@ def test_the_retry_of_a_final_turn_says_it_was_replayed(client, demo_content):
     agent.check(again.json())
     assert again.json()["result"] == first.json()["result"]
     assert again.headers.get("Idempotent-Replayed") == "true"
+
+
+def test_a_long_external_id_is_no_server_error(client, demo_content, registries):
+    """A capability whose output's ``reference`` is longer than the interaction's external_id column (a signed
+    token, say) ran, then the interaction's save failed: a 500, and the work undone. The reply carries the whole
+    reference; the stored interaction keeps what its column holds."""
+    from agent_handshake import Capability, Outcome
+
+    capabilities = registries[1]
+    for capability in list(capabilities):
+        if capability.action_type:
+            del capabilities._capabilities[capability.name]
+    reference = "R" * 300
+
+    capabilities.register(Capability(
+        name="title_lookup", description="Find a page by its title.", mode="MODE3", action_type="query",
+        response_types=["application/data"], intent="Look up a page by its title",
+        handler=lambda invocation: Outcome({"reference": reference}, answer="Found it."),
+        input_schema={"type": "object", "required": ["title"], "properties": {"title": {"type": "string"}}},
+        output_schema={"type": "object", "properties": {"reference": {"type": "string"}}},
+    ))  # fmt: skip
+    agent = Agent(client)
+    status, reply = agent.send("intent_request", "Look up a page by its title")
+    assert reply["flow_type"] == "information_request", reply
+    status, reply = agent.send("information_response", "Why gyokuro is shaded")
+    assert status == 200, reply
+    assert reply["flow_type"] == "execution_result"
+    assert reply["external_id"] == reference
+    assert reply["result"] == {"reference": reference}

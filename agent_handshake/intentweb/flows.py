@@ -426,9 +426,10 @@ class Turn:
         if isinstance(result, calls.Done):
             outcome = result.outcome
             interaction.status = Interaction.Status.DONE
-            interaction.external_id = external_id(capability, outcome.data) or ""
+            reference = external_id(capability, outcome.data) or ""
+            interaction.external_id = stored_id(reference)
             interaction.save(update_fields=TURN_FIELDS)
-            return done(capability, outcome.answer, outcome.data, interaction)
+            return done(capability, outcome.answer, outcome.data, interaction, reference)
         if isinstance(result, calls.Accepted):
             job = result.job
             interaction.status = Interaction.Status.WAITING
@@ -508,12 +509,18 @@ def external_id(capability: Capability, data: dict[str, Any]) -> str | None:
     return None
 
 
-def done(capability: Capability, answer: str, data: dict[str, Any], interaction: Interaction) -> Reply:
+def stored_id(reference: str) -> str:
+    """``reference`` as the interaction's ``external_id`` column holds it: the reply carries it whole, but a long one
+    (a signed token, say) would fail the save after the capability ran."""
+    return reference[: Interaction._meta.get_field("external_id").max_length]
+
+
+def done(capability: Capability, answer: str, data: dict[str, Any], interaction: Interaction, reference: str) -> Reply:
     details = {name: value for name, value in data.items() if isinstance(value, (str, int, float))}
     message = cell(answer, 1000) + ("\n\n" + table(details, {}) if details else "")
     fields: dict[str, Any] = {"collected_information": interaction.collected, "result": data}
-    if interaction.external_id:
-        fields["external_id"] = interaction.external_id
+    if reference:
+        fields["external_id"] = reference
     return Reply("execution_result", message, status="confirmed", fields=fields)
 
 
@@ -530,8 +537,9 @@ def job_reply(job: Job, interaction: Interaction) -> Reply:
     outcome = jobs.outcome_of(job)
     if outcome is not None:
         interaction.status = Interaction.Status.DONE
-        interaction.external_id = external_id(capability, outcome.data) or str(job.pk)
-        reply = done(capability, outcome.answer, outcome.data, interaction)
+        reference = external_id(capability, outcome.data) or str(job.pk)
+        interaction.external_id = stored_id(reference)
+        reply = done(capability, outcome.answer, outcome.data, interaction, reference)
         reply.status = "completed"
         return reply
     interaction.status = Interaction.Status.FAILED
