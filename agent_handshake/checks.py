@@ -337,6 +337,11 @@ def _check_setting_values() -> list[Error]:
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             errors.append(_setting_error(name, f"is {value!r}.", hint=f"A whole number, >= {least}."))
+    history = app_settings.DID_TRUST_HISTORY_DAYS
+    if history is not None and (not isinstance(history, int) or isinstance(history, bool) or history < 1):
+        errors.append(
+            _setting_error("DID_TRUST_HISTORY_DAYS", f"is {history!r}.", hint="Days, >= 1, or None to keep all.")
+        )
     for name in ("INSIGHTS_ENABLED", "INSIGHTS_RECORD_QUESTIONS"):
         if not isinstance(getattr(app_settings, name), bool):
             errors.append(_setting_error(name, f"is {getattr(app_settings, name)!r}.", hint="True or False."))

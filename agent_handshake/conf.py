@@ -155,6 +155,9 @@ DEFAULTS: dict[str, Any] = {
     # signature, and how long the session credential it then gets lasts (seconds).
     "DID_HANDSHAKE_SECONDS": 120,
     "DID_SESSION_SECONDS": 3600,
+    # Days a verified agent's request events stay in its trust history (each request adds one; an operator's own
+    # changes are kept); None keeps them all. Deleted by the cleanup_sessions beat task and agent_cleanup_sessions.
+    "DID_TRUST_HISTORY_DAYS": 90,
     # Trust tiers of verified agents, highest first by min_trust: the rate limits (a RATE_LIMITS tier, counted per
     # DID) and the scopes an agent whose trust reaches min_trust gets. Trust starts at 0.5; +0.05 per accepted
     # request, -0.02 per refused or failed one. Published in the manifest's rate_limits.verified_agents.

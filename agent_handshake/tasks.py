@@ -37,12 +37,15 @@ def index_object(app_label: str, model_name: str, pk: str) -> str:
 @shared_task(name="agent_handshake.cleanup_sessions", ignore_result=True)
 def cleanup_sessions() -> int:
     """Delete converse sessions idle for longer than the session timeout, IntentWeb interactions and nonces past
-    their retention, and schema template fragments past theirs; cluster the fragments no pool update took yet."""
+    their retention, schema template fragments and verified agents' request events past theirs; cluster the
+    fragments no pool update took yet."""
     from .concierge.conversation import delete_expired_interactions, delete_expired_sessions
     from .concierge.input_pool import forget_expired, update_all
+    from .identity.trust import forget_old_events
 
     delete_expired_interactions()
     forget_expired()
+    forget_old_events()
     update_all()
     return delete_expired_sessions()
 

@@ -83,6 +83,8 @@ def test_w001_unknown_key():
         {"ROUTING_CUE_WEIGHT": "0.03"},
         {"INSIGHTS_GAP_SIMILARITY": 1.2},
         {"INSIGHTS_RETENTION_DAYS": 0},
+        {"DID_TRUST_HISTORY_DAYS": 0},
+        {"DID_TRUST_HISTORY_DAYS": "90"},
         {"INSIGHTS_BUFFER_MAX": 0},
         {"INSIGHTS_GAP_BATCH": "100"},
         {"INSIGHTS_ENABLED": "yes"},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import io
 import json
 import secrets
 import threading
@@ -228,6 +229,41 @@ def test_trust_moves_with_requests_and_an_operator_can_pin_or_block(client, demo
     assert (blocked.status_code, blocked.json()["code"]) == (403, "blocked")
     response, _ = agent.begin()
     assert (response.status_code, response.json()["code"]) == (403, "blocked")
+
+
+def test_old_request_events_are_deleted_and_operators_changes_kept(client, demo_content, settings):
+    """Every verified request adds a trust event: the cleanup deletes those older than DID_TRUST_HISTORY_DAYS; the
+    trust they summed stays on the agent, and an operator's change stays in the history however old."""
+    from django.utils import timezone
+
+    from agent_handshake.identity import trust
+
+    agent = Agent(client)
+    agent.handshake()
+    verified = VerifiedAgent.objects.get(did=agent.did)
+    converse(client, agent)
+    converse(client, agent)
+    trust.set_by_operator(verified, 0.8, "ops@example.com")
+    converse(client, agent)
+    events = TrustEvent.objects.filter(agent=verified)
+    assert events.count() == 4
+    old = timezone.now() - datetime.timedelta(days=91)
+    events.update(created_at=old)
+    converse(client, agent)  # a recent one
+    verified.refresh_from_db()
+    earned = verified.trust
+    out = io.StringIO()
+    call_command("agent_cleanup_sessions", stdout=out)
+    assert "Deleted 3 old trust events." in out.getvalue()
+    kept = sorted((event.reason, event.created_at == old) for event in events)
+    assert kept[1] == ("set by ops@example.com", True)  # however old
+    assert kept[0][0].startswith("POST ")  # the recent request's
+    assert not kept[0][1]
+    verified.refresh_from_db()
+    assert verified.trust == earned
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "DID_TRUST_HISTORY_DAYS": None}
+    events.update(created_at=old)
+    assert trust.forget_old_events() == 0  # None keeps them all
 
 
 TIERS = [

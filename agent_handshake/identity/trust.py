@@ -14,9 +14,11 @@ The manifest publishes the tiers under ``rate_limits.verified_agents``.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from django.db import connection
+from django.utils import timezone
 
 from ..conf import app_settings
 from ..models import TrustEvent, VerifiedAgent
@@ -74,10 +76,25 @@ def record(agent_id: int, accepted: bool, reason: str) -> None:
         )
 
 
+#: How an operator's change of trust is recorded (kept however old: it is the audit trail, and rare).
+BY_OPERATOR = "set by "
+
+
+def forget_old_events() -> int:
+    """Delete the request events older than ``DID_TRUST_HISTORY_DAYS`` (None: keep them all): a verified agent's every
+    request adds one, and the trust they summed is kept on the agent. Operators' changes are kept."""
+    days = app_settings.DID_TRUST_HISTORY_DAYS
+    if days is None:
+        return 0
+    cutoff = timezone.now() - datetime.timedelta(days=days)
+    old = TrustEvent.objects.filter(created_at__lt=cutoff).exclude(reason__startswith=BY_OPERATOR)
+    return old.delete()[0]
+
+
 def set_by_operator(agent: VerifiedAgent, trust: float, who: str) -> None:
     """An operator's new trust for ``agent`` (the admin), recorded in its history."""
     trust = max(0.0, min(1.0, trust))
     delta = trust - agent.trust
     VerifiedAgent.objects.filter(pk=agent.pk).update(trust=trust)
-    TrustEvent.objects.create(agent=agent, delta=delta, trust=trust, reason=f"set by {who}"[:200])
+    TrustEvent.objects.create(agent=agent, delta=delta, trust=trust, reason=f"{BY_OPERATOR}{who}"[:200])
     agent.trust = trust
