@@ -161,8 +161,7 @@ class Call:
         )
         if not rate:
             return
-        who = self.key.key_id if self.key else ratelimit.client_ip(self.request)
-        usage = ratelimit.count_request(self.request, f"capability:{capability.name}", who, rate)
+        usage = ratelimit.count_request(self.request, f"capability:{capability.name}", self.counted_as(), rate)
         self.usages.append(usage)
         if usage.exceeded:
             raise errors.RateLimited(
@@ -170,6 +169,10 @@ class Call:
                 scope=usage.public_scope,
                 retry_after=usage.retry_after,
             )
+
+    def counted_as(self) -> str:
+        """Whose budget the capability's own limit counts: the key's, else the client address's."""
+        return self.key.key_id if self.key else ratelimit.client_ip(self.request)
 
     def fingerprint(self) -> str:
         canonical = json.dumps([self.protocol, self.request.path, self.fingerprint_of], sort_keys=True, default=str)

@@ -68,24 +68,9 @@ class PageCall(calls.Call):
     address, like the page's requests. Counted for the page's key, which every visitor shares, one visitor's
     bookings used up every visitor's budget."""
 
-    def count(self) -> None:
-        capability = self.capability
-        rate = capability.rate_limit or (
-            app_settings.ACTION_RATE_LIMIT if capability.action_type in ("action", "async") else None
-        )
-        if not rate:
-            return
-        # Per address as an anonymous caller's (Call.count): the same person through /intent gets no second budget.
-        usage = ratelimit.count_request(
-            self.request, f"capability:{capability.name}", ratelimit.client_ip(self.request), rate
-        )
-        self.usages.append(usage)
-        if usage.exceeded:
-            raise errors.RateLimited(
-                f"Rate limit of {rate} exceeded for {capability.name!r}.",
-                scope=usage.public_scope,
-                retry_after=usage.retry_after,
-            )
+    def counted_as(self) -> str:
+        # Per address as an anonymous caller's: the same person through /intent gets no second budget.
+        return ratelimit.client_ip(self.request)
 
 
 class PageTurn(Turn):
