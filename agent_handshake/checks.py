@@ -512,6 +512,10 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                     jsonschema.Draft7Validator.check_schema(schema)
                 except jsonschema.SchemaError as exc:
                     problems.append(f"its {label} is not a valid JSON Schema ({exc.message})")
+        properties = (capability.input_schema or {}).get("properties") or {}
+        if isinstance(properties, dict) and not all(isinstance(spec, dict) for spec in properties.values()):
+            # Valid JSON Schema, but every front door reads a field's description, title and allowed values.
+            problems.append("each of its input_schema's properties must be a schema object (not true or false)")
         if capability.rate_limit is not None and not RATE.match(str(capability.rate_limit)):
             problems.append(f'its rate_limit {capability.rate_limit!r} is not "N/period"')
         if capability.action_type is not None and capability.handler is None:

@@ -206,6 +206,14 @@ def test_e007_duplicate_capability_names(registries):
         {"response_types": ["html"]},
         {"response_types": []},
         {"description": "d" * 300},
+        # A boolean subschema is valid JSON Schema, but the doors describe each field from its schema object.
+        {
+            "mode": "MODE3",
+            "action_type": "query",
+            "input_schema": {"type": "object", "properties": {"note": True}},
+            "output_schema": {"type": "object"},
+            "handler": lambda invocation: {},
+        },
     ],
 )
 def test_e008_invalid_capability(registries, fields):
