@@ -25,7 +25,6 @@ from django.core.cache import caches
 from django.core.signals import setting_changed
 from django.db.models import Count, F, Max, Q
 from django.dispatch import receiver
-from django.utils.http import http_date
 
 from . import content_signals
 from .conf import SETTING_NAME, app_settings
@@ -57,8 +56,6 @@ class Snapshot:
     document_count: int = 0
     #: ``Content-Signal`` header values by model label, None for the site-wide one (built once, sent often).
     signal_headers: dict[str | None, str] = field(default_factory=dict)
-    #: ``last_modified`` as an HTTP date.
-    last_modified_http: str = ""
 
     @property
     def last_modified_timestamp(self) -> int:
@@ -134,7 +131,6 @@ def _build() -> Snapshot:
     return Snapshot(
         token=token,
         last_modified=datetime.datetime.fromtimestamp(last_modified, datetime.timezone.utc),
-        last_modified_http=http_date(last_modified),
         name=profile.name or app_settings.SITE_NAME,
         description=profile.description or app_settings.SITE_DESCRIPTION,
         contact=profile.contact(),
