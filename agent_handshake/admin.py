@@ -607,9 +607,12 @@ class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
                 skipped.append(f"{proposal.name} is {proposal.get_status_display()}")
             elif not self.has_change_permission(request, proposal):
                 skipped.append(f"{proposal.name} is security-relevant (permission needed)")
-            else:
-                input_pool.decide(proposal, status, request.user)
+            elif input_pool.decide(proposal, status, request.user, start):
                 done += 1
+            elif proposal.status in start:  # deleted meanwhile
+                skipped.append(f"{proposal.name} no longer exists")
+            else:  # another editor decided meanwhile
+                skipped.append(f"{proposal.name} is {proposal.get_status_display()}")
         if done:
             self.message_user(request, f"{verb.capitalize()} {done} proposed key{'s' if done != 1 else ''}.")
         if skipped:

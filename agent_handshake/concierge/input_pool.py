@@ -322,14 +322,27 @@ def forget_expired(capability_name: str | None = None) -> int:
     return deleted
 
 
-def decide(proposal: ProposedField, status: str, user: Any) -> None:
-    """An editor's decision on a proposal (the admin checks their permission first)."""
-    proposal.status = status
-    proposal.decided_by = user if getattr(user, "pk", None) else None
-    proposal.decided_at = timezone.now()
-    fields = ["status", "decided_by", "decided_at", "updated_at"]
-    if status in ProposedField.PUBLISHED and proposal.description.endswith(PENDING_NOTE):
-        # The review the generated text announces has happened: a published key no longer says it is pending.
-        proposal.description = proposal.description.removesuffix(PENDING_NOTE).rstrip()
-        fields.append("description")
-    proposal.save(update_fields=fields)
+def decide(proposal: ProposedField, status: str, user: Any, start: Sequence[str] | None = None) -> bool:
+    """An editor's decision on a proposal (the admin checks their permission first), taken only if the proposal
+    is still in one of the ``start`` statuses (any, if None); whether it was. The row is locked while it is
+    checked and written, so of two editors deciding at once the second sees the first's decision (and
+    ``proposal`` then holds the status it found)."""
+    with transaction.atomic():
+        current = ProposedField.objects.select_for_update().filter(pk=proposal.pk).first()
+        if current is None:
+            return False
+        if start is not None and current.status not in start:
+            proposal.status = current.status
+            return False
+        current.status = status
+        current.decided_by = user if getattr(user, "pk", None) else None
+        current.decided_at = timezone.now()
+        fields = ["status", "decided_by", "decided_at", "updated_at"]
+        if status in ProposedField.PUBLISHED and current.description.endswith(PENDING_NOTE):
+            # The review the generated text announces has happened: a published key no longer says it is pending.
+            current.description = current.description.removesuffix(PENDING_NOTE).rstrip()
+            fields.append("description")
+        current.save(update_fields=fields)
+    for field in fields:
+        setattr(proposal, field, getattr(current, field))
+    return True
