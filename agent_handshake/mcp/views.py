@@ -9,7 +9,8 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
   call (:func:`cors`);
 - a request gets a JSON-RPC response (a batch, a JSON array of them, each request in it counted against the rate
   limits as one request); notifications and responses get 202. A batch has the HTTP request's credentials and
-  ``Idempotency-Key``: one carrying ``params._meta.auth``, or a key with more than one ``tools/call``, is refused;
+  ``Idempotency-Key``: one carrying ``params._meta.auth``, or a key with more than one ``tools/call``, is refused,
+  as is one holding ``initialize`` (which MUST NOT be batched);
   ``GET`` is 405: we offer no server-to-client stream. No ``Accept`` header is needed (AHP's 2024-11-05 client
   sends none), and no session: no ``Mcp-Session-Id`` is issued or checked;
 - a JSON-RPC error's HTTP status is 400 for a body that is not JSON-RPC (and, on 2026-07-28, the statuses that
@@ -106,7 +107,10 @@ class MetaAuthentication(BodyCredentialsAuthentication):
 def batch_refusal(batch: list[Any], headers: Any) -> str | None:
     """Why a batch is refused as a whole, or None. A batch is one HTTP request, so it has one set of credentials
     and one ``Idempotency-Key``: credentials per message (``_meta.auth``) and one key over several calls would be
-    ambiguous, so the client is told to send those messages on their own."""
+    ambiguous, so the client is told to send those messages on their own. ``initialize`` MUST NOT be part of a
+    batch (2025-03-26, the revision with batches, basic/lifecycle)."""
+    if any(isinstance(item, dict) and item.get("method") == "initialize" for item in batch):
+        return "Invalid Request: initialize must not be part of a batch; send it on its own."
     if any(MetaAuthentication().credentials_in(item) is not None for item in batch):
         return "Invalid Request: params._meta.auth is not read in a batch; send the key in the Authorization header."
     calls = sum(isinstance(item, dict) and item.get("method") == "tools/call" and "id" in item for item in batch)
