@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from agent_handshake.asp import asp_pb2
-from agent_handshake.models import PendingHandshake, TrustEvent, VerifiedAgent
+from agent_handshake.models import AgentClient, ApiKey, PendingHandshake, TrustEvent, VerifiedAgent
 from tests import test_asp as proto
 from tests.test_verified_agents import Agent, b64url, post, signed_bytes, unb64url
 
@@ -113,3 +113,29 @@ def test_a_protobuf_second_message_for_no_waiting_handshake_names_the_challenge(
     body = proto.error_of(proto.post(client, proto.frame(second)), 401, "unknown_handshake")
     assert body["fields"] == ["challenge"]
     assert "handshake_id" not in body["message"]
+
+
+def test_a_verified_agent_gets_a_client_of_its_own_even_if_another_has_its_dids_name(demo_content):
+    """A verified agent's first handshake made its client with ``get_or_create(name=did)``: a client an operator
+    had created (or renamed) to that name was taken over, so the DID's requests were counted, logged and refused as
+    that client's (here an inactive one: every request a 401 "client inactive")."""
+    client = Client(raise_request_exception=False)
+    agent = Agent(client)
+    theirs = AgentClient.objects.create(name=agent.did, contact_email="ops@partner.example", is_active=False)
+    partner_key, _secret = ApiKey.objects.issue(theirs, name="partner", scopes=["orders"])
+    agent.handshake()
+    verified = VerifiedAgent.objects.select_related("key__client").get(did=agent.did)
+    assert verified.key.client != theirs
+    assert list(theirs.keys.all()) == [partner_key]  # the operator's client holds only its own key
+    assert verified.key.client.name.startswith(agent.did)  # still found by the DID in the admin's search
+    ask = post(client, "/ask", {"query": {"text": "gyokuro water temperature"}}, **agent.headers)
+    assert ask.status_code == 200, ask.content[:300]
+
+    # An operator deletes the verified agent: its next handshake starts afresh, with a client of its own again.
+    verified.delete()
+    agent.handshake()
+    again = VerifiedAgent.objects.select_related("key__client").get(did=agent.did)
+    assert again.key.client not in (theirs, verified.key.client)
+    assert list(again.key.client.keys.all()) == [again.key]
+    ask = post(client, "/ask", {"query": {"text": "gyokuro water temperature"}}, **agent.headers)
+    assert ask.status_code == 200, ask.content[:300]

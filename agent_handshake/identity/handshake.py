@@ -200,21 +200,35 @@ def verified_agent(pending: PendingHandshake) -> VerifiedAgent:
     counted and owned by: no one holds its secret)."""
     agent = VerifiedAgent.objects.filter(did=pending.did).first()
     if agent is None:
-        client, _ = AgentClient.objects.get_or_create(
-            name=pending.did, defaults={"description": "A verified agent (its DID): made by its first handshake."}
-        )
+        client = client_of_its_own(pending.did)
         key, _secret = ApiKey.objects.issue(client, name="verified DID", scopes=[])
         try:
             with transaction.atomic():
                 agent = VerifiedAgent.objects.create(did=pending.did, public_key=pending.public_key, key=key)
         except IntegrityError:  # another handshake of the same DID made it first
-            key.delete()
+            client.delete()  # and its key
             agent = VerifiedAgent.objects.get(did=pending.did)
     agent.agent_id = pending.agent_id or agent.agent_id
     agent.capabilities = pending.capabilities or agent.capabilities
     agent.last_seen_at = timezone.now()
     agent.save(update_fields=["agent_id", "capabilities", "last_seen_at"])
     return agent
+
+
+def client_of_its_own(did: str) -> AgentClient:
+    """A new client for a DID's verified agent, named by the DID, or by the DID and a number when a client has that
+    name already (one an operator created or renamed, or that of a verified agent since deleted): never that client,
+    whose activity, contact and other keys are not this agent's."""
+    number = 1
+    while True:
+        name = did if number == 1 else f"{did} ({number})"
+        try:
+            with transaction.atomic():
+                return AgentClient.objects.create(
+                    name=name, description="A verified agent (its DID): made by its first handshake."
+                )
+        except IntegrityError:  # the name is taken
+            number += 1
 
 
 def token_hash(token: str) -> str:
