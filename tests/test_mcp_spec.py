@@ -40,3 +40,31 @@ def test_initialize_in_a_batch_is_an_invalid_request(client):
     response, body = post(client, INITIALIZE)
     assert response.status_code == 200
     assert body["result"]["protocolVersion"] == "2025-03-26"
+
+
+# --- responses from the client ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}},
+        {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}},  # 2025-11-25: id is optional
+    ],
+)
+def test_an_error_response_whose_id_could_not_be_read_is_accepted(client, message):
+    """JSON-RPC 2.0: an error response to a request whose id could not be determined has "id": null, and MCP
+    (2025-11-25 on) lets an error response leave the id out "in error cases where the ID could not be read".
+    Streamable HTTP: a POST of only responses or notifications gets 202 Accepted with no body when accepted. It was
+    refused with 400 -32600, so a client reporting a message of ours it could not read was told it had erred."""
+    for body in (message, [message], [message, {"jsonrpc": "2.0", "method": "notifications/initialized"}]):
+        response, answer = post(client, body)
+        assert response.status_code == 202, answer
+        assert response.content == b""
+
+
+def test_a_result_response_still_needs_the_requests_id(client):
+    """A result answers a request, so it names it: a null id there is still an invalid message."""
+    response, body = post(client, {"jsonrpc": "2.0", "id": None, "result": {}})
+    assert response.status_code == 400
+    assert body["error"]["code"] == -32600

@@ -2,9 +2,10 @@
 
 A request has a string or integer ``id`` (MCP forbids ``null``) and a ``method``; a notification has no ``id``;
 a message with ``result`` or ``error`` is a response to a request of ours (we send none, so it is acknowledged and
-dropped). Errors use JSON-RPC's codes, MCP's reserved ones (:data:`HEADER_MISMATCH`,
-:data:`UNSUPPORTED_PROTOCOL_VERSION`, :data:`RESOURCE_NOT_FOUND`) and :data:`SERVER_ERROR` for the concierge's
-domain errors, whose stable name is in ``error.data.code``.
+dropped); an error response may have a null or no ``id``, when the id of what it answers could not be read.
+Errors use JSON-RPC's codes, MCP's reserved ones (:data:`HEADER_MISMATCH`, :data:`UNSUPPORTED_PROTOCOL_VERSION`,
+:data:`RESOURCE_NOT_FOUND`) and :data:`SERVER_ERROR` for the concierge's domain errors, whose stable name is in
+``error.data.code``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ def parse(data: Any) -> Message:
     if "method" not in data:
         if ("result" in data or "error" in data) and valid_id(data.get("id")):
             return Message("response", id=data["id"])
+        if "error" in data and "result" not in data and data.get("id") is None:
+            # An error about a message whose id could not be read: JSON-RPC gives it "id": null, MCP (2025-11-25 on)
+            # may leave the id out.
+            return Message("response")
         raise RpcError(INVALID_REQUEST, "Invalid Request: no method.")
     method = data["method"]
     if not isinstance(method, str) or not method:
