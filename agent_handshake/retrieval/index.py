@@ -25,6 +25,12 @@ class EmbeddingModelChanged(RuntimeError):
     """The configured embedding model is not the one the stored vectors were made with."""
 
 
+#: The longest lexeme the statistics and postings hold (their ``lexeme`` columns). PostgreSQL's parser makes lexemes of
+#: up to 2,047 characters (a long link, a token); longer ones than this are left out of BM25's statistics, so a
+#: passage holding one is still indexed and found by its other words (and its embedding).
+LONGEST_LEXEME = min(LexemeStat._meta.get_field("lexeme").max_length, Posting._meta.get_field("lexeme").max_length)
+
+
 def vector_index_name(dimensions: int) -> str:
     return f"agent_passage_embedding_hnsw_{dimensions}"
 
@@ -125,9 +131,9 @@ def _count_lexemes(passages: QuerySet[Passage], sign: int) -> None:
             f"INSERT INTO {stats} (lexeme, passages) "
             f"SELECT lexeme, %s * count(*) FROM ({query}) AS p, unnest(tsvector_to_array(p.search_vector)) AS lexeme "
             # In lexeme order, so that runs for different documents lock shared lexemes in one order (no deadlock).
-            "WHERE p.search_vector IS NOT NULL GROUP BY lexeme ORDER BY lexeme "
+            "WHERE p.search_vector IS NOT NULL AND length(lexeme) <= %s GROUP BY lexeme ORDER BY lexeme "
             f"ON CONFLICT (lexeme) DO UPDATE SET passages = GREATEST({stats}.passages + EXCLUDED.passages, 0)",
-            [sign, *params],
+            [sign, *params, LONGEST_LEXEME],
         )
 
 
@@ -148,8 +154,9 @@ def write_postings(passages: QuerySet[Passage]) -> None:
             "(SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'), "
             "(SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'B'), "
             "(SELECT count(*) FROM unnest(u.weights) AS w WHERE w NOT IN ('A', 'B')), p.length "
-            f"FROM {table} AS p, unnest(p.search_vector) AS u WHERE p.id = ANY(%s) AND p.search_vector IS NOT NULL",
-            [ids],
+            f"FROM {table} AS p, unnest(p.search_vector) AS u WHERE p.id = ANY(%s) AND p.search_vector IS NOT NULL "
+            "AND length(u.lexeme) <= %s",
+            [ids, LONGEST_LEXEME],
         )
 
 
@@ -183,7 +190,9 @@ def refresh_lexeme_stats() -> int:
         cursor.execute(f"TRUNCATE {stats}")
         cursor.execute(
             f"INSERT INTO {stats} (lexeme, passages) SELECT word, ndoc FROM ts_stat("
-            f"'SELECT search_vector FROM {Passage._meta.db_table} WHERE search_vector IS NOT NULL')"
+            f"'SELECT search_vector FROM {Passage._meta.db_table} WHERE search_vector IS NOT NULL') "
+            "WHERE length(word) <= %s",
+            [LONGEST_LEXEME],
         )
         return cursor.rowcount
 
