@@ -7,7 +7,7 @@
 ``agent_handshake.W002``  the discovery middleware is not in ``MIDDLEWARE``
 ``agent_handshake.W003``  the discovery middleware runs before ``GZipMiddleware`` compresses (order)
 ``agent_handshake.E003``  a model is registered twice
-``agent_handshake.E004``  a registered config names a model attribute that does not exist
+``agent_handshake.E004``  a registered config names a model attribute that does not exist (get_absolute_url too)
 ``agent_handshake.E005``  a registered config has an unknown AHP content type
 ``agent_handshake.E006``  a registered config lacks payload fields its content type requires
 ``agent_handshake.E007``  two capabilities share a name
@@ -436,6 +436,16 @@ def _config_errors(config: ContentConfig) -> list[Error]:
                     id="agent_handshake.E004",
                 )
             )
+    if type(config).get_url is ContentConfig.get_url and not hasattr(model, "get_absolute_url"):
+        # Every object's document needs a URL: without one each save logs an error and indexes nothing.
+        errors.append(
+            Error(
+                f"{type(config).__name__} uses get_absolute_url() for its objects' URLs, which {label} does not have.",
+                hint=f"Give {label} a get_absolute_url() method, or override get_url(obj) in {type(config).__name__}.",
+                obj=type(config),
+                id="agent_handshake.E004",
+            )
+        )
     spec = get_spec(config.content_type)
     if spec is None or not spec.for_content:
         errors.append(

@@ -130,6 +130,13 @@ def test_w003_middleware_before_gzip(settings):
     assert checks.check_middleware() == []
 
 
+class OrderPages(ContentConfig):
+    """A config for Order, which has no get_absolute_url(): it says where an order's page is."""
+
+    def get_url(self, obj):
+        return f"/orders/{obj.number}/"
+
+
 def test_e003_double_registration(registries):
     class Again(ContentConfig):
         pass
@@ -141,7 +148,7 @@ def test_e003_double_registration(registries):
 
 
 def test_e004_field_that_does_not_exist(registries):
-    class OrderContent(ContentConfig):
+    class OrderContent(OrderPages):
         title_field = "number"
         body_field = "notes"
         payload_fields = {"schema": "kind"}
@@ -153,9 +160,26 @@ def test_e004_field_that_does_not_exist(registries):
     assert "'kind'" in messages[1].msg
 
 
+def test_e004_a_model_without_get_absolute_url_and_no_get_url(registries):
+    """ContentConfig.get_url() calls the model's get_absolute_url(): without one, every save of an object
+    logged an error and indexed nothing, and agent_reindex stopped with an AttributeError."""
+
+    class OrderContent(ContentConfig):
+        title_field = "number"
+
+    agent_handshake.register(Order, OrderContent)
+    messages = checks.check_registry()
+    assert ids(messages) == ["agent_handshake.E004"]
+    assert "get_absolute_url" in messages[0].msg
+    assert "get_url" in messages[0].hint
+    agent_handshake.unregister(Order)
+    agent_handshake.register(Order, type("OrderWithPages", (OrderPages,), {"title_field": "number"}))
+    assert checks.check_registry() == []
+
+
 @pytest.mark.parametrize("content_type", ["text/html", "application/action-result", "video"])
 def test_e005_unknown_content_type(registries, content_type):
-    class OrderContent(ContentConfig):
+    class OrderContent(OrderPages):
         pass
 
     OrderContent.content_type = content_type
@@ -164,7 +188,7 @@ def test_e005_unknown_content_type(registries, content_type):
 
 
 def test_e006_content_type_without_its_required_fields(registries):
-    class OrderAsVideo(ContentConfig):
+    class OrderAsVideo(OrderPages):
         content_type = "media/video"
         payload_fields = {"stream_url": "tracking_code"}
 
@@ -183,7 +207,7 @@ def test_e006_content_type_without_its_required_fields(registries):
 
 
 def test_extension_content_types_need_no_fields(registries):
-    class OrderContent(ContentConfig):
+    class OrderContent(OrderPages):
         content_type = "x-shop/order"
 
     agent_handshake.register(Order, OrderContent)
