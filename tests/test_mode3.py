@@ -16,6 +16,7 @@ import urllib.request
 import jsonschema
 import pytest
 from django.core.management import call_command
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from agent_handshake.models import AgentClient, ApiKey, ConverseSession, Job
 from demo_site.shop.models import Appointment, Order, Product
 from tests.ahp import assert_valid_manifest
 from tests.test_converse import assert_valid_response
+from tests.test_limits import row_lock_is_free
 
 pytestmark = pytest.mark.django_db
 CONVERSE = "/agent/converse"
@@ -680,3 +682,44 @@ def test_missing_fields_are_named_once_each_in_the_schemas_order():
     assert problem.missing == ["order_number", "email"]
     problem = check_input(capability_registry.get("order_status"), {"email": "a@example.com"})
     assert problem.missing == ["order_number"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_sessions_row(client, settings, monkeypatch):
+    """Accepting an async call with a callback URL resolves the URL's host (AHP §13), which takes as long as DNS
+    does: seconds for a slow or unreachable name server, whose name the agent chooses. Done inside the call's
+    transaction, the session it continues stays row-locked that long (and its idempotency record, the job...). The
+    lookup is done before the transaction; the delivery resolves and checks again, and connects to the address it
+    checked, so this earlier check opens no rebinding window."""
+    import socket
+
+    from agent_handshake.registry import capability_registry
+
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CALLBACK_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"]}
+    _, secret = issue()
+    capability = capability_registry.get("escalate_to_human")
+    session = ConverseSession.objects.create(
+        capability=capability.name, requesting_agent="", api_key=ApiKey.objects.get(), last_active_at=timezone.now()
+    )
+    during_lookup = []
+    resolve = socket.getaddrinfo
+
+    def spied(host, *args, **kwargs):
+        if host == "localhost":  # the callback's host (nothing else here resolves a name)
+            locked = []
+            checker = threading.Thread(target=lambda: locked.append(not row_lock_is_free(session.pk)))
+            checker.start()
+            checker.join()
+            during_lookup.append({"in_transaction": transaction.get_connection().in_atomic_block, "locked": locked[0]})
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", spied)
+    response = converse(
+        client,
+        {"capability": capability.name, "query": "Blend a tea for a wedding", "session_id": session.pk,
+         "context": {"callback_url": "http://localhost/hook"}},
+        **bearer(secret),
+    )  # fmt: skip
+    assert response.status_code == 202, response.json()
+    assert during_lookup == [{"in_transaction": False, "locked": False}]
+    assert Job.objects.get().callback_url == "http://localhost/hook"

@@ -133,6 +133,8 @@ class Call:
     savepoint: bool = True
     #: Whether :meth:`respond` returned a stored response (an idempotent retry).
     replayed: bool = field(default=False, init=False)
+    #: :meth:`check_callback`'s answer, once asked: (asked, the refusal or None).
+    _callback_checked: tuple[bool, Refused | None] = field(default=(False, None), init=False, repr=False)
 
     @property
     def key(self) -> ApiKey | None:
@@ -145,6 +147,7 @@ class Call:
             self.count()
             if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
                 raise errors.InvalidInput(f"Idempotency-Key is over {MAX_IDEMPOTENCY_KEY} characters.")
+            self.check_callback()  # before the transaction: no row lock waits on DNS
             with transaction.atomic(savepoint=self.savepoint):
                 if idempotency_key and self.key is not None:
                     return self.once(idempotency_key, render)
@@ -278,14 +281,30 @@ class Call:
         session.save()
         return NeedsInput(question, missing, session.pk)
 
+    def check_callback(self) -> Refused | None:
+        """The refusal of an async call's unsafe callback URL (None: no URL, or a safe one), checked once.
+
+        The check resolves the URL's host, which takes as long as DNS does (seconds, for a name server the agent
+        may choose), so :meth:`respond` asks before its transaction, holding no row lock meanwhile; the refusal is
+        still given only where :meth:`accept` gives it, after the input's. Checking early opens no rebinding
+        window: a delivery resolves and checks the host again and connects only to an address it checked.
+        """
+        asked, refusal = self._callback_checked
+        if not asked:
+            if self.callback_url and self.capability.action_type == "async":
+                try:
+                    callbacks.check_callback_url(self.callback_url)
+                except callbacks.UnsafeCallbackURL as exc:
+                    refusal = Refused(
+                        errors.InvalidInput(f"{self.callback_field} is refused: {exc}", fields=[self.callback_field])
+                    )
+            self._callback_checked = (True, refusal)
+        return refusal
+
     def accept(self, data: dict[str, Any], session: ConverseSession | None = None) -> Accepted | Refused:
-        if self.callback_url:
-            try:
-                callbacks.check_callback_url(self.callback_url)
-            except callbacks.UnsafeCallbackURL as exc:
-                return Refused(
-                    errors.InvalidInput(f"{self.callback_field} is refused: {exc}", fields=[self.callback_field])
-                )
+        refusal = self.check_callback()
+        if refusal is not None:
+            return refusal
         job = jobs.accept(
             self.capability,
             input=data,
