@@ -258,10 +258,26 @@ def order_status(invocation: Invocation) -> Outcome:
     )
 
 
-QUOTE_LINE = re.compile(rf"(\d+)\s*(?:x|×|of|pcs?)?\s*({SKU})|({SKU})\s*(?:x|×)\s*(\d+)", re.I)
+#: A number as written, whole: its sign ("-5", or with U+2212 MINUS SIGN) and any decimals ("1.5"), so that neither
+#: reads as 5.
+NUMBER = r"(?<![\w.,\-\u2212])[-\u2212]?\d+(?:[.,]\d+)*"
+QUOTE_LINE = re.compile(rf"({NUMBER})\s*(?:x|×|of|pcs?)?\s*({SKU})|({SKU})\s*(?:x|×)\s*({NUMBER})", re.I)
 #: A quantity before a product's name: "15 Kettle Chai Masala Blend", "4 x Dew of Yame", "12 tins of sencha".
-QUANTITY = re.compile(r"(?<![\w.,-])(\d{1,3})\s*(?:x\s*|×\s*)?(?=[^\W\d_])", re.I)
+QUANTITY = re.compile(r"(?<![\w.,\-\u2212])([-\u2212]?\d{1,3})\s*(?:x\s*|×\s*)?(?=[^\W\d_])", re.I)
+THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
 CENT = Decimal("0.01")
+
+
+def _quantity(written: str) -> int | str:
+    """A quantity as the agent wrote it: a whole number ("-5" too: the input schema refuses it, naming the line), or
+    the text itself ("1.5"), which the schema refuses as not an integer."""
+    number = written.replace("\u2212", "-")
+    if THOUSANDS.fullmatch(number):
+        number = number.replace(",", "")
+    try:
+        return int(number)
+    except ValueError:
+        return written
 
 
 def _quote_lines(text: str) -> dict:
@@ -270,7 +286,7 @@ def _quote_lines(text: str) -> dict:
     lines = []
     for match in QUOTE_LINE.finditer(text):
         quantity, sku = (match.group(1), match.group(2)) if match.group(2) else (match.group(4), match.group(3))
-        lines.append({"sku": sku.upper(), "quantity": int(quantity)})
+        lines.append({"sku": sku.upper(), "quantity": _quantity(quantity)})
     if lines:
         return {"items": lines}
     products = list(Product.objects.filter(is_active=True))
@@ -278,8 +294,8 @@ def _quote_lines(text: str) -> dict:
     for index, match in enumerate(starts):
         end = starts[index + 1].start() if index + 1 < len(starts) else len(text)
         product = _product_in(text[match.end() : end], products)
-        if product is not None and int(match.group(1)) > 0:
-            lines.append({"sku": product.sku, "quantity": int(match.group(1))})
+        if product is not None:
+            lines.append({"sku": product.sku, "quantity": _quantity(match.group(1))})
     return {"items": lines} if lines else {}
 
 
