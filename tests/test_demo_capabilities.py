@@ -52,3 +52,30 @@ def test_quote_in_words_refuses_a_quantity_that_is_not_a_positive_whole_number(c
     assert response.status_code == 400, response.json()
     assert response.json()["code"] == "invalid_request"
     assert response.json()["fields"] == ["input.items.0.quantity"]
+
+
+def test_quote_caps_each_sku_after_adding_up_its_lines(client, shop):
+    """500 of a SKU at most, as for one line of 600: two lines of 400 are 800 of it, refused, not quoted."""
+    one_line = quote(client, [{"sku": "LK-TEA-0001", "quantity": 600}])
+    assert one_line.status_code == 400
+    assert one_line.json()["code"] == "invalid_request"
+
+    two_lines = quote(client, [{"sku": "LK-TEA-0001", "quantity": 400}, {"sku": "LK-TEA-0001", "quantity": 400}])
+    assert two_lines.status_code == 400, two_lines.json()
+    body = two_lines.json()
+    assert body["code"] == "invalid_request"
+    assert body["fields"] == ["input.items"]
+    assert "LK-TEA-0001" in body["message"]
+    assert "500" in body["message"]
+
+    in_words = converse(client, {"capability": "custom_quote", "query": "Quote 400 x LK-TEA-0001, 400 x LK-TEA-0001"})
+    assert in_words.status_code == 400, in_words.json()
+    assert in_words.json()["fields"] == ["input.items"]
+
+    result = tool_call(client, "custom_quote", {"items": [{"sku": "LK-TEA-0001", "quantity": 400}] * 2})["result"]
+    assert result["isError"] is True
+    assert "LK-TEA-0001" in result["content"][0]["text"]
+
+    at_the_cap = quote(client, [{"sku": "LK-TEA-0001", "quantity": 250}, {"sku": "LK-TEA-0001", "quantity": 250}])
+    assert at_the_cap.status_code == 200, at_the_cap.json()
+    assert [line["quantity"] for line in at_the_cap.json()["response"]["payload"]["data"]["lines"]] == [500]

@@ -266,6 +266,8 @@ QUOTE_LINE = re.compile(rf"({NUMBER})\s*(?:x|×|of|pcs?)?\s*({SKU})|({SKU})\s*(?
 QUANTITY = re.compile(r"(?<![\w.,\-\u2212])([-\u2212]?\d{1,3})\s*(?:x\s*|×\s*)?(?=[^\W\d_])", re.I)
 THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
 CENT = Decimal("0.01")
+#: The most of one SKU a quote is for: a line's maximum, and the total of the lines naming the same SKU.
+MAX_PER_SKU = 500
 
 
 def _quantity(written: str) -> int | str:
@@ -333,7 +335,7 @@ def _quote_lines(text: str) -> dict:
                     "additionalProperties": False,
                     "properties": {
                         "sku": {"type": "string", "pattern": f"^{SKU}$"},
-                        "quantity": {"type": "integer", "minimum": 1, "maximum": 500},
+                        "quantity": {"type": "integer", "minimum": 1, "maximum": MAX_PER_SKU},
                     },
                 },
             }
@@ -366,6 +368,12 @@ def custom_quote(invocation: Invocation) -> Outcome:
     unknown = sorted(set(wanted) - set(products))
     if unknown:
         raise ActionFailed(f"Unknown SKU(s): {', '.join(unknown)}.", fields=["input.items"])
+    over = [f"{sku} ({quantity})" for sku, quantity in wanted.items() if quantity > MAX_PER_SKU]
+    if over:  # as the input schema refuses one line over the maximum
+        raise ActionFailed(
+            f"At most {MAX_PER_SKU} of each SKU in a quote, its lines added up: {', '.join(over)}.",
+            fields=["input.items"],
+        )
     for sku, quantity in wanted.items():
         product = products[sku]
         total = (product.price * quantity).quantize(CENT)
