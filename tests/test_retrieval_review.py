@@ -6,11 +6,14 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.db.models import Max
 from django.db.models.functions import Length
 
-from agent_handshake.models import Document, LexemeStat
+from agent_handshake import state
+from agent_handshake.models import Document, LexemeStat, Passage
 from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
+from demo_site.pages.models import Page
 from tests.testapp.models import Article
 
 pytestmark = pytest.mark.django_db
@@ -40,3 +43,22 @@ def test_a_word_longer_than_the_lexeme_column_does_not_stop_indexing(publish):
     manual = Document.objects.get(path="/articles/manual/")
     assert manual.indexed_hash == manual.content_hash
     assert HybridRetriever().search_documents("manual", filters=scope, mode="text")[0].url == "/articles/manual/"
+
+
+def test_an_unregistered_models_passages_do_not_crowd_out_the_registered_ones_nearest(publish, registries):
+    """An unregistered model's passages stay until ``agent_reindex`` removes them, and a search leaves them out with
+    a clause of its own; but pgvector's iterative scan was switched on only for the request's filters, so on a site
+    large enough for the HNSW index the graph's nearest passages (``hnsw.ef_search`` of them), all of the
+    unregistered model, were filtered out afterwards and the vector side found nothing."""
+    for n in range(100):
+        body = f"Our cast-iron kettle number {n} whistles when the water boils."
+        publish(Article, title=f"Kettle {n}", slug=f"kettle-{n}", body=body)
+    publish(Page, title="Kettle care", slug="kettle-care", body="Descale the kettle every month.")
+    content, _ = registries
+    content.unregister(Article)
+    state.invalidate()  # as the restart that deploys the change would
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Passage._meta.db_table}")
+        cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
+    hits = HybridRetriever().search("a kettle that whistles when the water boils", mode="vector")
+    assert [hit.passage.document.path for hit in hits] == ["/kettle-care/"]

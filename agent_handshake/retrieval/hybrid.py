@@ -160,8 +160,9 @@ class HybridRetriever:
         distance = f"embedding::vector({dims}) <=> %s::vector({dims})"
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(limit, app_settings.HNSW_EF_SEARCH)])
-            if filters:
-                # pgvector 0.8: keep scanning the graph until enough rows pass the filters.
+            if where:
+                # pgvector 0.8: keep scanning the graph until enough rows pass the filters (the request's, or the
+                # clause that leaves out the passages of models no longer registered).
                 cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             cursor.execute(
                 # The literal dimension lets the planner match the partial HNSW index (see index.py).
