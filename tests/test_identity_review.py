@@ -6,13 +6,24 @@ the README's signed bytes."""
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import pytest
+from django.db import transaction
 from django.test import Client
+from django.utils import timezone
 
 from agent_handshake.asp import asp_pb2
-from agent_handshake.models import AgentClient, ApiKey, PendingHandshake, TrustEvent, VerifiedAgent
+from agent_handshake.models import (
+    AgentClient,
+    ApiKey,
+    IntentNonce,
+    PendingHandshake,
+    SeenSignature,
+    TrustEvent,
+    VerifiedAgent,
+)
 from tests import test_asp as proto
 from tests.test_verified_agents import Agent, b64url, post, signed_bytes, unb64url
 
@@ -139,3 +150,18 @@ def test_a_verified_agent_gets_a_client_of_its_own_even_if_another_has_its_dids_
     assert list(again.key.client.keys.all()) == [again.key]
     ask = post(client, "/ask", {"query": {"text": "gyokuro water temperature"}}, **agent.headers)
     assert ask.status_code == 200, ask.content[:300]
+
+
+@pytest.mark.parametrize("model", [SeenSignature, IntentNonce])
+def test_a_spent_value_is_refused_once_spent_and_forgotten_only_when_old(model):
+    """The replay guards (signed requests' signatures, handshake challenges, ASP intents, IntentWeb nonces) share
+    one model shape: spending a value twice is refused, in a transaction too, and a clean-up keeps recent rows."""
+    assert model.spend("first") is True
+    with transaction.atomic():  # a replay refused inside a transaction leaves it usable
+        assert model.spend("first") is False
+        assert model.spend("second") is True
+    now = timezone.now()
+    model.objects.filter(pk="first").update(created_at=now - datetime.timedelta(hours=1))
+    assert model.forget_before(now - datetime.timedelta(minutes=10)) == 1
+    assert list(model.objects.values_list("pk", flat=True)) == ["second"]
+    assert model.spend("first") is True  # forgotten: its timestamp check refuses it by now

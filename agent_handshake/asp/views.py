@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import IntegrityError, transaction
 from django.http import HttpResponse, HttpResponseBase, JsonResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -281,13 +280,10 @@ class AgentSemanticProtocolView(FrontDoorView):
         if refusal:
             raise errors.AuthRequired(f"The agent's key is {refusal}.")
         seen = hashlib.sha256(signing.INTENT_DOMAIN + intent.signature).hexdigest()
-        try:
-            with transaction.atomic():
-                SeenSignature.objects.create(signature=seen)
-        except IntegrityError:
+        if not SeenSignature.spend(seen):
             raise errors.AuthRequired(
                 "This signed intent was already received (replay): send a new id and timestamp.", code="replayed"
-            ) from None
+            )
         key = agent.key
         key.scopes = trust.scopes_of(agent)
         return Credentials(key, "asp_signature", agent, trust.tier_of(agent.trust).rate_limits)

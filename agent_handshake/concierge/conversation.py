@@ -135,7 +135,7 @@ def delete_expired_interactions() -> tuple[int, int]:
     retention = datetime.timedelta(seconds=app_settings.INTENT_RETENTION_SECONDS)
     interactions, _ = Interaction.objects.filter(updated_at__lt=now - retention).delete()
     window = datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
-    nonces, _ = IntentNonce.objects.filter(created_at__lt=now - window).delete()
+    nonces = IntentNonce.forget_before(now - window)
     return interactions, nonces
 
 

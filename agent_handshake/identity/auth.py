@@ -30,7 +30,6 @@ import re
 import time
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -159,11 +158,8 @@ def _by_signature(request: HttpRequest, body: bytes) -> Credentials:
     ).hexdigest()
     if not hmac.compare_digest(expected, given):
         raise AuthError("The request signature does not match.")
-    try:
-        with transaction.atomic():
-            SeenSignature.objects.create(signature=given)
-    except IntegrityError:
-        raise AuthError("This signed request was already used (replay).") from None
+    if not SeenSignature.spend(given):
+        raise AuthError("This signed request was already used (replay).")
     return Credentials(_usable(key), "signed_request")
 
 

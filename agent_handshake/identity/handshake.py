@@ -132,11 +132,15 @@ def begin(hello: Hello) -> Answer:
             # The pending row goes when the handshake is completed (or expired and cleaned up), and with it the
             # unique agent_challenge: the replay cache keeps the challenge spent for twice the timestamp's skew,
             # by when a replayed first message (with its timestamp) is stale anyway.
-            SeenSignature.objects.create(signature=hashlib.sha256(HELLO_DOMAIN + hello.challenge).hexdigest())
-    except IntegrityError:
+            fresh = SeenSignature.spend(hashlib.sha256(HELLO_DOMAIN + hello.challenge).hexdigest())
+            if not fresh:
+                transaction.set_rollback(True)
+    except IntegrityError:  # the challenge of a handshake still pending
+        fresh = False
+    if not fresh:
         raise HandshakeRefused(
             "replayed_challenge", "This challenge was already used: send a new random one.", field="challenge"
-        ) from None
+        )
     signed = site_private_key().sign(dids.challenge_payload("responder", ours, hello.did, hello.challenge))
     forget_expired()
     return Answer(pending.id, ours, site_public_key_bytes(), challenge, signed, lifetime, int(time.time()))

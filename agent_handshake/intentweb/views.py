@@ -199,7 +199,7 @@ def forget_old_nonces() -> None:
     """Delete the nonces older than twice the skew window (no message that old is accepted), outside any message's
     transaction: it holds no message's locks."""
     cutoff = timezone.now() - datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
-    IntentNonce.objects.filter(created_at__lt=cutoff).delete()
+    IntentNonce.forget_before(cutoff)
 
 
 def verify_chain(envelope: Envelope, keys: dict[str, str]) -> list[str]:

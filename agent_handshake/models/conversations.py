@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .identity import validate_ed25519_public_key
+from .identity import SpentValue, validate_ed25519_public_key
 
 
 def _session_id() -> str:
@@ -89,14 +89,10 @@ class Interaction(models.Model):
         return self.status in self.TERMINAL
 
 
-class IntentNonce(models.Model):
+class IntentNonce(SpentValue):
     """Attribution nonces already accepted on ``POST /intent``, kept for the clock-skew window (replays)."""
 
     nonce = models.CharField(max_length=128, primary_key=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    def __str__(self) -> str:
-        return self.nonce
 
 
 class TrustedActorKey(models.Model):

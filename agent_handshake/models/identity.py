@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import re
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import IntegrityError, models, router, transaction
 from django.utils.translation import gettext_lazy as _
 
 # --- MODE3: agent clients, API keys, jobs ------------------------------------------------------------------------
@@ -126,14 +127,40 @@ class ApiKey(models.Model):
         return keys.recover_secret(self.key_id, self.salt, self.secret_hash)
 
 
-class SeenSignature(models.Model):
+class SpentValue(models.Model):
+    """A one-time value (a signature, a nonce) already accepted, so that a replay of it is refused: a subclass
+    declares the value as its primary key. Rows are kept for the clock-skew window, past which a replay is refused
+    for its timestamp anyway, and then forgotten."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return str(self.pk)
+
+    @classmethod
+    def spend(cls, value: str) -> bool:
+        """Record ``value`` as spent; False if it was already (a replay). The primary key decides, so two concurrent
+        requests cannot both spend it, and a refusal leaves the caller's transaction usable (a savepoint)."""
+        try:
+            with transaction.atomic(using=router.db_for_write(cls)):
+                cls._default_manager.create(pk=value)
+        except IntegrityError:
+            return False
+        return True
+
+    @classmethod
+    def forget_before(cls, cutoff: datetime.datetime) -> int:
+        """Delete the values spent before ``cutoff``; how many."""
+        return cls._default_manager.filter(created_at__lt=cutoff).delete()[0]
+
+
+class SeenSignature(SpentValue):
     """Signatures of signed requests already accepted, kept for the clock-skew window (the replay cache)."""
 
     signature = models.CharField(max_length=64, primary_key=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    def __str__(self) -> str:
-        return self.signature
 
 
 # --- verified agent identity (Agent Semantic Protocol DIDs) -------------------------------------------------------
