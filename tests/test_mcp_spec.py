@@ -68,3 +68,34 @@ def test_a_result_response_still_needs_the_requests_id(client):
     response, body = post(client, {"jsonrpc": "2.0", "id": None, "result": {}})
     assert response.status_code == 400
     assert body["error"]["code"] == -32600
+
+
+# --- resources ----------------------------------------------------------------------------------------------------
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def modern(client, method, params, **headers):
+    """A 2026-07-28 request: its envelope in params._meta, mirrored in the headers."""
+    headers = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": method, **headers}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": MODERN_META}}
+    return post(client, body, **headers)
+
+
+def test_a_resource_that_does_not_exist_is_invalid_params_on_2026_07_28(client, demo_content):
+    """2026-07-28 server/resources, Error Handling: "If the requested resource does not exist, servers MUST return
+    a JSON-RPC error with code -32602 (Invalid Params)"; -32002 is what earlier revisions used. It was -32002 on
+    every revision."""
+    for uri in ("http://testserver/nope", "file:///etc/passwd"):
+        response, body = modern(client, "resources/read", {"uri": uri}, HTTP_MCP_NAME=uri)
+        assert response.status_code == 400
+        assert body["error"]["code"] == -32602
+        assert body["error"]["data"] == {"uri": uri}
+    # The earlier revisions keep their code.
+    body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "http://testserver/nope"}}
+    response, answer = post(client, body, HTTP_MCP_PROTOCOL_VERSION="2025-11-25")
+    assert response.status_code == 200
+    assert answer["error"]["code"] == -32002

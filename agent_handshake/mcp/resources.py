@@ -95,7 +95,9 @@ def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
         raise RpcError(INVALID_PARAMS, "params.uri must be a resource URI from resources/list.")
     found = _text(uri, exchange.base, app_settings.MCP_MAX_RESOURCE_CHARS - exchange.resource_chars)
     if found is None:
-        raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+        # 2026-07-28 gave "resource not found" the code of invalid params; earlier revisions have their own.
+        code = INVALID_PARAMS if exchange.revision.modern else RESOURCE_NOT_FOUND
+        raise RpcError(code, "Resource not found", {"uri": uri})
     text, label = found
     # One budget for the whole HTTP request: a batch of reads is held in memory at once, as one response.
     exchange.resource_chars += len(text)
