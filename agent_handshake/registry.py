@@ -194,6 +194,15 @@ INTENTWEB_ATTRIBUTION_PROFILE = "ahp-intentweb-ed25519-jcs-v1"
 #: The draft the schema templates front door implements (agent.json's integrations.schema_templates).
 SCHEMA_TEMPLATES_SPEC = "draft-zhou-structured-data-schema-interaction-00"
 MODES = ("MODE1", "MODE2", "MODE3")
+
+
+def label_lower(label: str) -> str:
+    """A model's label ("blog.Post") as ``Model._meta.label_lower`` writes it: the model name is not case
+    sensitive (as for ``apps.get_model``), the app label is."""
+    app_label, _, model_name = label.rpartition(".")
+    return f"{app_label}.{model_name.lower()}"
+
+
 ACTION_TYPES = ("query", "action", "async")
 
 
@@ -249,6 +258,9 @@ class Capability:
     external_id: str | None = None
 
     def __post_init__(self) -> None:
+        # Model labels as the index stores them: "blog.Post" (Django's label) and "blog.post" are one model.
+        self.models = tuple(label_lower(label) for label in self.models)
+        self.applies_to = {label_lower(label): prefill for label, prefill in self.applies_to.items()}
         if self.action_type in ("action", "async") and self.scope is None:
             self.scope = self.name  # side effects always need credentials; the scope defaults to the name
 
