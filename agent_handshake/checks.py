@@ -528,6 +528,15 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             problems.append("each of its input_schema's properties must be a schema object (not true or false)")
         if capability.rate_limit is not None and not RATE.match(str(capability.rate_limit)):
             problems.append(f'its rate_limit {capability.rate_limit!r} is not "N/period"')
+        registered = {config.label for config in content_registry}
+        for option, labels in (("models", capability.models), ("applies_to", capability.applies_to)):
+            unknown = [label for label in labels if label not in registered]
+            if unknown:
+                # Nothing would be retrieved from them, or no action offered on them, and nothing said why.
+                problems.append(
+                    f"its {option} names {', '.join(map(repr, unknown))}, which is not registered content "
+                    "(agent_handshake.register)"
+                )
         if capability.action_type is not None and capability.handler is None:
             problems.append("it has no handler")
         if len(capability.description) > 256:

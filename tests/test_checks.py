@@ -245,6 +245,25 @@ def test_e008_invalid_capability(registries, fields):
     assert ids(checks.check_capabilities()) == ["agent_handshake.E008"]
 
 
+def test_e008_a_capability_naming_content_that_is_not_registered(registries):
+    """A typo in models or applies_to (or a model not registered for agents) made the capability answer from
+    nothing, or offer its action nowhere, without a word."""
+    agent_handshake.register_capability(
+        Capability(name="article_search", description="d", models=("testapp.articles",))
+    )
+    agent_handshake.register_capability(
+        Capability(name="order_lookup", description="d", mode="MODE3", action_type="query", input_schema={},
+                   output_schema={}, handler=lambda invocation: {}, applies_to={"shop.Order": lambda order: {}})
+    )  # fmt: skip
+    errors = checks.check_capabilities()
+    assert ids(errors) == ["agent_handshake.E008", "agent_handshake.E008"]
+    assert "'testapp.articles'" in errors[0].msg
+    assert "'shop.order'" in errors[1].msg
+    agent_handshake.capability_registry.unregister("order_lookup")
+    agent_handshake.capability_registry.get("article_search").models = ("testapp.article",)
+    assert checks.check_capabilities() == []
+
+
 def test_e009_action_capability_without_authentication(registries, settings):
     schema = {"type": "object"}
     agent_handshake.register_capability(
