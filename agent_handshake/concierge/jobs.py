@@ -209,7 +209,7 @@ def _run(job_id: str) -> str:
         except _Cancelled:
             _cancelled(job)
         except ActionFailed as exc:
-            _fail(job, exc.code, exc.message)
+            _fail(job, exc.code, exc.message, **exc.extra)  # its details (fields...), as a synchronous refusal's
         except OutputInvalid:
             logger.exception("Job %s: invalid output", job.pk)
             _fail(job, "concierge_error", "The capability failed; the error was logged.")
@@ -281,9 +281,9 @@ def cancel(job_id: str) -> Job:
     return Job.objects.get(pk=job_id)  # a plain read does not wait for the worker's lock
 
 
-def _fail(job: Job, code: str, message: str) -> None:
+def _fail(job: Job, code: str, message: str, **details: Any) -> None:
     job.status = Status.FAILED
-    job.error = {"code": code, "message": message}
+    job.error = {"code": code, "message": message, **details}
     job.progress = message[:255]
     job.finished_at = timezone.now()
     _schedule_callback(job)

@@ -1,0 +1,69 @@
+"""A capability's refusal of its input (``ActionFailed`` naming ``fields``) reaches the agent the same way whether
+the capability answers at once or runs as an async job on a worker: the polled job and its callback name the
+fields, as the synchronous 400 does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import agent_handshake
+from agent_handshake import tasks
+from agent_handshake.models import Job
+from tests.test_callbacks import Receiver
+from tests.test_mode3 import bearer, converse, issue
+
+pytestmark = pytest.mark.django_db
+
+MESSAGE = "The shop takes bookings Tuesday to Saturday, 10:00 to 17:00."
+INPUT_SCHEMA = {
+    "type": "object",
+    "required": ["time"],
+    "properties": {"time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}},
+}
+
+
+@pytest.fixture
+def booking_capabilities(registries):
+    """The same booking capability, answering at once ("book_now") and as an async job ("book_later")."""
+
+    def book(invocation):
+        if not "10:00" <= invocation.input["time"] < "17:00":
+            raise agent_handshake.ActionFailed(MESSAGE, fields=["input.time"])
+        return agent_handshake.Outcome({"time": invocation.input["time"]}, answer="Booked.")
+
+    for name, action_type in (("book_now", "action"), ("book_later", "async")):
+        agent_handshake.capability(
+            name,
+            description=f"Book a slot ({action_type}).",
+            action_type=action_type,
+            input_schema=INPUT_SCHEMA,
+            output_schema={"type": "object"},
+        )(book)
+
+
+def test_an_async_jobs_input_refusal_names_its_fields_in_the_poll_and_the_callback(client, booking_capabilities):
+    _, secret = issue()
+    request = {"query": "Book a slot", "context": {"input": {"time": "08:00"}}}
+
+    refused = converse(client, {**request, "capability": "book_now"}, **bearer(secret))
+    assert refused.status_code == 400, refused.json()
+    assert (refused.json()["message"], refused.json()["fields"]) == (MESSAGE, ["input.time"])
+
+    hook = Receiver().start()
+    later = {**request, "capability": "book_later", "context": {**request["context"], "callback_url": hook.url()}}
+    accepted = converse(client, later, **bearer(secret))
+    assert accepted.status_code == 202, accepted.json()
+    job_id = accepted.json()["session_id"]
+    assert tasks.run_job(job_id) == Job.Status.FAILED  # the worker's task, run here
+
+    polled = client.get(accepted.json()["poll"], headers=bearer(secret)).json()
+    assert polled["status"] == "failed"
+    assert polled["error"] == {"code": "invalid_request", "message": MESSAGE, "fields": ["input.time"]}
+
+    try:
+        tasks.deliver_callback(job_id)
+    finally:
+        hook.stop()
+    assert json.loads(hook.requests[0]["body"])["error"] == polled["error"]
