@@ -38,9 +38,18 @@ def _text(text: str) -> str:
     return _INLINE_MARKUP.sub(r"\\\1", _one_line(text))
 
 
+#: Brackets in a link's text as character references: markdown reads them as the brackets, and a reader that
+#: takes the text up to the first "]" (the llms.txt convention's own parser) finds none to stop at early.
+_BRACKETS = str.maketrans({"[": "&#91;", "]": "&#93;"})
+_LINK_TEXT_MARKUP = re.compile(r"([\\`<>])")
+#: The name of an item whose title is empty (the convention's file lists need one).
+UNTITLED = "Untitled"
+
+
 def _link(text: str, url: str) -> str:
-    """A markdown link whose text and target are exactly these (the target cannot end early)."""
-    return f"[{_text(text)}]({url.translate(_URL_UNSAFE)})"
+    """A markdown link whose text and target are exactly these (neither can end early), its text never empty."""
+    name = _LINK_TEXT_MARKUP.sub(r"\\\1", _one_line(text)).translate(_BRACKETS) or UNTITLED
+    return f"[{name}]({url.translate(_URL_UNSAFE)})"
 
 
 def document_boundary(snapshot: Snapshot) -> str:
@@ -111,7 +120,8 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
             entry = f"- {_link(title, absolute_url(base_url, url))}"
             lines.append(f"{entry}: {_text(summary)}" if summary else entry)
         if total > limit:
-            lines.append(f"- [All {total} {config.get_section().lower()}]({full_url}): the full text of every item")
+            everything = _link(f"All {total} {config.get_section().lower()}", full_url)
+            lines.append(f"- {everything}: the full text of every item")
         lines.append("")
     lines += ["## Optional", "", f"- [Full text]({full_url}): every page above in one markdown file", ""]
     return "\n".join(lines)
