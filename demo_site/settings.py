@@ -117,9 +117,11 @@ AGENT_HANDSHAKE = {
 
 # Celery. With no CELERY_BROKER_URL the broker is kombu's filesystem transport in .queue/ (no service to run;
 # one machine only). Production: CELERY_BROKER_URL=redis://... or amqp://... (see the README).
+# QUEUE_DIR holds the demo's own files (that queue, beat's schedule): one per demo, outside a read-only checkout.
+QUEUE_DIR = Path(os.environ.get("AGENT_HANDSHAKE_QUEUE_DIR", BASE_DIR / ".queue"))
+CELERY_BEAT_SCHEDULE_FILENAME = str(QUEUE_DIR / "celerybeat-schedule")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem"):
-    QUEUE_DIR = Path(os.environ.get("AGENT_HANDSHAKE_QUEUE_DIR", BASE_DIR / ".queue"))
     QUEUE_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(QUEUE_DIR),

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -26,8 +27,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, port, **options):
         base = settings.BASE_DIR
-        schedule = base / ".queue" / "celerybeat-schedule"
-        schedule.parent.mkdir(exist_ok=True)
+        # Beat's schedule goes where the settings keep the demo's queue (AGENT_HANDSHAKE_QUEUE_DIR).
+        schedule = Path(settings.CELERY_BEAT_SCHEDULE_FILENAME)
+        schedule.parent.mkdir(parents=True, exist_ok=True)
         stopping = False
 
         def stop(signum, frame):
