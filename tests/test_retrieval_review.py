@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import random
 from io import StringIO
 
 import pytest
@@ -62,3 +64,26 @@ def test_an_unregistered_models_passages_do_not_crowd_out_the_registered_ones_ne
         cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
     hits = HybridRetriever().search("a kettle that whistles when the water boils", mode="vector")
     assert [hit.passage.document.path for hit in hits] == ["/kettle-care/"]
+
+
+def test_a_passage_too_long_for_a_full_text_vector_is_indexed(publish):
+    """A passage is at most ``PASSAGE_WORDS`` words, but a word may be any length: an image pasted into the text as a
+    data URI (2 MB of base64) made PostgreSQL refuse the passage's full-text vector ("string is too long for
+    tsvector"), so the document never got passages and ``agent_reindex`` stopped at it. Its full-text vector now
+    reads the passage's first ``MAX_INDEXED_CHARACTERS`` characters."""
+    image = base64.b64encode(random.Random(7).randbytes(1_500_000)).decode()
+    body = f"Our kettle whistles.\n\n![The kettle](data:image/png;base64,{image})"
+    publish(Article, title="Photo", slug="photo", body=body)
+    document = Document.objects.get(path="/articles/photo/")
+    assert document.indexed_hash == document.content_hash
+    scope = Filters(models=["testapp.article"])
+    hits = HybridRetriever().search_documents("kettle whistles", filters=scope, mode="text")
+    assert [hit.url for hit in hits] == ["/articles/photo/"]
+
+    album_body = f"The tasting room.\n\n![Room](data:image/png;base64,{image})"
+    Article.objects.create(title="Album", slug="album", body=album_body)
+    out = StringIO()
+    call_command("agent_reindex", stdout=out)
+    assert "Full-text statistics rebuilt" in out.getvalue()
+    album = Document.objects.get(path="/articles/album/")
+    assert album.indexed_hash == album.content_hash

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
 from django.db.models import QuerySet
+from django.db.models.functions import Left
 
 from ..conf import app_settings
 from ..models import Document, EmbeddingIndex, LexemeStat, Passage, Posting
@@ -29,6 +30,13 @@ class EmbeddingModelChanged(RuntimeError):
 #: up to 2,047 characters (a long link, a token); longer ones than this are left out of BM25's statistics, so a
 #: passage holding one is still indexed and found by its other words (and its embedding).
 LONGEST_LEXEME = min(LexemeStat._meta.get_field("lexeme").max_length, Posting._meta.get_field("lexeme").max_length)
+
+
+#: The characters of a passage's text its full-text vector is made from. A passage is at most ``PASSAGE_WORDS``
+#: words, about a thousand characters, but a word may be any length (an image pasted as a data URI: megabytes of
+#: base64), and PostgreSQL refuses a full-text vector over 1 MB. Measured on adversarial texts (hyphenated words,
+#: links, addresses, non-Latin scripts), this many characters made vectors of under 0.3 MB.
+MAX_INDEXED_CHARACTERS = 100_000
 
 
 def vector_index_name(dimensions: int) -> str:
@@ -285,7 +293,7 @@ def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBack
         written.update(
             search_vector=SearchVector("title", weight="A", config=config)
             + SearchVector("heading", weight="B", config=config)
-            + SearchVector("text", weight="C", config=config)
+            + SearchVector(Left("text", MAX_INDEXED_CHARACTERS), weight="C", config=config)
         )
         _count_lexemes(written, 1)
         write_postings(written)
