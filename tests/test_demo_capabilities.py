@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
+
+from agent_handshake.models import AgentClient, ApiKey
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +30,30 @@ def converse(client, body, **headers):
 def tool_call(client, name, arguments, **headers):
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
     return client.post("/mcp", json.dumps(body), content_type="application/json", headers=headers).json()
+
+
+@pytest.fixture
+def bearer():
+    agent, _ = AgentClient.objects.get_or_create(name="Visiting agent")
+    return {"Authorization": f"Bearer {ApiKey.objects.issue(agent, scopes=['*'])[1]}"}
+
+
+def open_day(after=1):
+    """A day the shop takes bookings, ``after`` days from today or later."""
+    day = timezone.localdate() + datetime.timedelta(days=after)
+    while day.weekday() in (0, 6):
+        day += datetime.timedelta(days=1)
+    return day
+
+
+def booking(**fields):
+    data = {"service": "tea-tasting", "date": open_day().isoformat(), "time": "11:00", "name": "Ada"}
+    return {"email": "ada@example.com", **data, **fields}
+
+
+def book(client, bearer, **fields):
+    body = {"capability": "book_appointment", "query": "book", "context": {"input": booking(**fields)}}
+    return converse(client, body, **bearer)
 
 
 def quote(client, items):
@@ -79,3 +107,21 @@ def test_quote_caps_each_sku_after_adding_up_its_lines(client, shop):
     at_the_cap = quote(client, [{"sku": "LK-TEA-0001", "quantity": 250}, {"sku": "LK-TEA-0001", "quantity": 250}])
     assert at_the_cap.status_code == 200, at_the_cap.json()
     assert [line["quantity"] for line in at_the_cap.json()["response"]["payload"]["data"]["lines"]] == [500]
+
+
+def test_a_json_integer_written_with_a_fraction_of_zero_is_a_whole_number(client, shop, bearer):
+    """JSON Schema's integer includes 2.0 (what a client that keeps numbers as floats sends): the capabilities take it
+    as 2, not a 500 from Decimal * float, nor a party of 2.0 in the result."""
+    response = quote(client, [{"sku": "LK-TEA-0001", "quantity": 2.0}])
+    assert response.status_code == 200, response.json()
+    line = response.json()["response"]["payload"]["data"]["lines"][0]
+    assert (line["quantity"], line["line_total"]) == (2, "76.00")
+
+    result = tool_call(client, "custom_quote", {"items": [{"sku": "LK-TEA-0001", "quantity": 2.0}]})["result"]
+    assert result["isError"] is False, result
+    assert json.loads(result["content"][1]["text"])["lines"][0]["quantity"] == 2
+
+    booked = book(client, bearer, party_size=2.0)
+    assert booked.status_code == 200, booked.json()
+    party_size = booked.json()["response"]["payload"]["result"]["party_size"]
+    assert (party_size, type(party_size)) == (2, int)  # "party_size": 2, not 2.0
