@@ -87,3 +87,19 @@ def test_a_passage_too_long_for_a_full_text_vector_is_indexed(publish):
     assert "Full-text statistics rebuilt" in out.getvalue()
     album = Document.objects.get(path="/articles/album/")
     assert album.indexed_hash == album.content_hash
+
+
+def test_agent_reindex_removes_the_documents_when_no_model_is_registered_any_more(publish, registries):
+    """A run over every model removes the documents of models no longer registered, except when none is left: it
+    stopped at "No models are registered", so the last model's documents, passages and words stayed for good."""
+    publish(Article, title="Kettles", slug="kettles", body="Descale a zanzibarian kettle with citric acid.")
+    content, _ = registries
+    for config in list(content):
+        content.unregister(config.model)
+    out = StringIO()
+    call_command("agent_reindex", stdout=out)
+    assert "No models are registered with agent_handshake." in out.getvalue()
+    assert "testapp.article: 1 deleted (no longer registered)" in out.getvalue()
+    assert not Document.objects.exists()
+    assert not Passage.objects.exists()
+    assert not LexemeStat.objects.filter(lexeme="zanzibarian").exists()

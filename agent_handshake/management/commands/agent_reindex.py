@@ -47,8 +47,8 @@ class Command(BaseCommand):
         except NotRegistered as exc:
             raise CommandError(str(exc)) from exc
         if not configs:
+            # Still remove the documents of the models that were (below): nothing else would.
             self.stdout.write("No models are registered with agent_handshake.")
-            return
         if options["rebuild"] and models:
             try:
                 reset_passages(documents_of(configs))
