@@ -154,7 +154,9 @@ def test_a_batch_counts_each_request_against_the_rate_limit(client):
 
 def test_2026_07_28_tool_errors_keep_their_code_beside_the_server_info(client, demo_content):
     params = {"name": "book_appointment", "arguments": {"query": "book"}, "_meta": MODERN_META}
-    _, body = rpc(client, "tools/call", params)
+    headers = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": "tools/call"}
+    headers["HTTP_MCP_NAME"] = params["name"]
+    _, body = rpc(client, "tools/call", params, **headers)
     meta = body["result"]["_meta"]
     assert body["result"]["isError"] is True
     assert meta["code"] == "auth_required"
@@ -171,12 +173,12 @@ def test_2026_07_28_refusals_have_the_statuses_that_revision_gives(client):
     assert response.status_code == 400
     assert body["error"]["code"] == -32602
     wrong = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "1999-01-01"}
-    response, body = rpc(client, "tools/list", {"_meta": wrong})
+    response, body = rpc(client, "tools/list", {"_meta": wrong}, version="1999-01-01", HTTP_MCP_METHOD="tools/list")
     assert response.status_code == 400
     assert body["error"]["code"] == -32022
     assert body["error"]["data"]["requested"] == "1999-01-01"
     assert "2026-07-28" in body["error"]["data"]["supported"]
-    response, body = rpc(client, "no/such", {"_meta": MODERN_META})
+    response, body = rpc(client, "no/such", {"_meta": MODERN_META}, version="2026-07-28", HTTP_MCP_METHOD="no/such")
     assert response.status_code == 404
     assert body["error"]["code"] == -32601
     # The 2026-07-28 header on a request whose body does not say it: the envelope is missing.

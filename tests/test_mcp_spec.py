@@ -99,3 +99,43 @@ def test_a_resource_that_does_not_exist_is_invalid_params_on_2026_07_28(client, 
     response, answer = post(client, body, HTTP_MCP_PROTOCOL_VERSION="2025-11-25")
     assert response.status_code == 200
     assert answer["error"]["code"] == -32002
+
+
+# --- 2026-07-28 request headers -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "left_out"),
+    [
+        ("tools/list", {}, "HTTP_MCP_PROTOCOL_VERSION"),
+        ("tools/list", {}, "HTTP_MCP_METHOD"),
+        ("server/discover", {}, "HTTP_MCP_METHOD"),
+        ("tools/call", {"name": "content_search", "arguments": {"query": "sencha"}}, "HTTP_MCP_NAME"),
+        ("resources/read", {"uri": "http://testserver/llms.txt"}, "HTTP_MCP_NAME"),
+    ],
+)
+def test_a_2026_07_28_request_without_its_mirrored_headers_is_a_header_mismatch(client, method, params, left_out):
+    """2026-07-28 Streamable HTTP, Server Validation: "A required standard header (MCP-Protocol-Version, Mcp-Method,
+    Mcp-Name) is missing" is a validation failure, rejected with 400 and -32020 ("Client omits header but value is in
+    body: Server MUST reject the request"), so a gateway that routes or limits on the headers cannot be walked
+    around by leaving them out. Only headers that were sent were compared."""
+    headers = {"HTTP_MCP_PROTOCOL_VERSION": "2026-07-28", "HTTP_MCP_METHOD": method}
+    if "name" in params or "uri" in params:
+        headers["HTTP_MCP_NAME"] = params.get("name") or params["uri"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": MODERN_META}}
+    response, answer = post(client, body, **headers)
+    assert response.status_code == 200, answer
+    del headers[left_out]
+    response, answer = post(client, body, **headers)
+    assert response.status_code == 400, answer
+    assert answer["error"]["code"] == -32020
+    assert answer["id"] == 1
+
+
+def test_mcp_name_is_not_expected_when_the_body_has_no_name(client):
+    """ "Parameter value is null / not in arguments: Server MUST NOT expect the header": a call without a name is
+    the invalid params it always was, not a header mismatch."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}, "_meta": MODERN_META}}
+    response, answer = post(client, body, HTTP_MCP_PROTOCOL_VERSION="2026-07-28", HTTP_MCP_METHOD="tools/call")
+    assert response.status_code == 400
+    assert answer["error"]["code"] == -32602

@@ -8,7 +8,7 @@ Two eras:
   ``2025-03-26``, as the 2025-06-18 transport says;
 - ``2026-07-28``: no handshake; every request carries its version, the client's capabilities and (optionally) its
   info in ``params._meta``, mirrored in the ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers,
-  which must agree with the body. ``server/discover`` says what we speak.
+  which must be sent and agree with the body. ``server/discover`` says what we speak.
 """
 
 from __future__ import annotations
@@ -93,6 +93,8 @@ def revision_of(message: Message, headers: Mapping[str, str]) -> Revision:
             mirrored["Mcp-Name"] = message.params.get(NAMED_PARAMS[message.method])
         for name, expected in mirrored.items():
             sent = headers.get(name)
+            if sent is None and expected is not None:  # a gateway may route on it: left out is refused, as a lie is
+                raise RpcError(HEADER_MISMATCH, f"The {name} header is missing; it must be {expected!r}.")
             if sent is not None and header_value(sent) != expected:
                 raise RpcError(HEADER_MISMATCH, f"The {name} header ({sent!r}) does not match the body ({expected!r}).")
         if not isinstance(version, str):
