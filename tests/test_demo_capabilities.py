@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from agent_handshake.models import AgentClient, ApiKey
+from demo_site.shop.models import Appointment
 
 pytestmark = pytest.mark.django_db
 
@@ -125,3 +126,14 @@ def test_a_json_integer_written_with_a_fraction_of_zero_is_a_whole_number(client
     assert booked.status_code == 200, booked.json()
     party_size = booked.json()["response"]["payload"]["result"]["party_size"]
     assert (party_size, type(party_size)) == (2, int)  # "party_size": 2, not 2.0
+
+
+def test_booking_with_an_email_longer_than_its_column_is_refused_not_a_500(client, shop, bearer):
+    email = "a" * 250 + "@example.com"  # 262 characters; an email address has at most 254
+    response = book(client, bearer, email=email)
+    assert response.status_code == 400, response.json()
+    assert response.json()["fields"] == ["context.input.email"]
+    result = tool_call(client, "book_appointment", booking(email=email), **bearer)["result"]
+    assert result["isError"] is True
+    assert result["_meta"]["fields"] == ["arguments.email"]
+    assert not Appointment.objects.exists()

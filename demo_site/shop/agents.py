@@ -449,7 +449,8 @@ DURATIONS = {
             "date": {"type": "string", "format": "date", "description": "The day, as YYYY-MM-DD"},
             "time": {"type": "string", "pattern": r"^([01]\d|2[0-3]):(00|30)(:00)?$", "description": "HH:MM"},
             "name": {"type": "string", "minLength": 1, "maxLength": 120, "description": "Who is coming"},
-            "email": {"type": "string", "format": "email", "description": "For the confirmation"},
+            # An address has at most 254 characters (RFC 5321), as Appointment.email holds.
+            "email": {"type": "string", "format": "email", "maxLength": 254, "description": "For the confirmation"},
             "party_size": {"type": "integer", "minimum": 1, "maximum": 6},
         },
     },
