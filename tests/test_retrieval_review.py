@@ -103,3 +103,16 @@ def test_agent_reindex_removes_the_documents_when_no_model_is_registered_any_mor
     assert not Document.objects.exists()
     assert not Passage.objects.exists()
     assert not LexemeStat.objects.filter(lexeme="zanzibarian").exists()
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "text", "vector"])
+def test_the_passages_of_the_last_model_unregistered_are_not_served(publish, registries, mode):
+    """Passages of models no longer registered are left out of a search until agent_reindex removes them, by a
+    clause naming the registered models; with none registered there was no clause at all, and every one was served
+    (a content gap's nearest page, a search with no model named)."""
+    publish(Article, title="Kettles", slug="kettles", body="A cast-iron kettle rusts if water is left in it.")
+    content, _ = registries
+    for config in list(content):
+        content.unregister(config.model)
+    state.invalidate()  # as the restart that deploys the change would
+    assert HybridRetriever().search("kettle rusts", mode=mode) == []

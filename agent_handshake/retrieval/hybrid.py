@@ -42,8 +42,9 @@ class Filters:
     def sql(self) -> tuple[str, list]:
         clauses, params = [], []
         # No models named: the registered ones, when the index also holds another's (see :func:`unserved_labels`).
-        models = list(self.models) or ([config.label for config in content_registry] if unserved_labels() else [])
-        if models:
+        # (None: no clause; an empty list, when no model is registered any more, leaves every passage out.)
+        models = list(self.models) or ([config.label for config in content_registry] if unserved_labels() else None)
+        if models is not None:
             clauses.append("model_label = ANY(%s)")
             params.append(models)
         if self.content_types:
