@@ -9,7 +9,7 @@ accepted as ``../shared/specs/NOTES.md`` decides (README, "NLWeb"):
 - ``prefer.mode`` ``summarize`` adds the answer text; every other mode (``list``, the examples' ``detailed``)
   is a list.
 
-Query attributes besides ``text`` are schema.org filters: ``itemType`` (a type name the site's models declare),
+Query attributes besides ``text`` are schema.org filters: ``itemType`` (the ``@type`` of the results wanted),
 ``price`` ("less than $20", "under 20", "$10-$30", "10 to 30", "over 5", "at least 5", "15"), and
 ``datePublished`` / ``datePublishedAfter`` / ``datePublishedBefore`` (ISO 8601 dates). Others the site cannot
 honour (``location``, ``site``, the examples' ``personalized``) are accepted and ignored. Our extension,

@@ -1,6 +1,6 @@
 """NLWeb result objects: each retrieved document as a schema.org typed object, built from the index.
 
-The ``@type`` is the model's ``ContentConfig.schema_type`` (else one inferred from its AHP content type);
+The ``@type`` is the object's own ``ContentConfig.get_schema_type`` (else one inferred from its AHP content type);
 ``name``, ``url``, ``description``, ``datePublished`` come from every document, and the payload adds what the
 type carries: a Product's ``sku``, ``image`` and ``offers`` (price, currency, availability), a VideoObject's
 ``duration`` (ISO 8601), ``contentUrl``, ``thumbnailUrl`` and ``uploadDate``, an image's or a file's
@@ -16,6 +16,8 @@ import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlsplit
+
+from django.db.models import Q, QuerySet
 
 from ..concierge.backends import CONTROL, strip_markup
 from ..models import Document
@@ -70,7 +72,23 @@ def _date(moment: datetime.datetime | None) -> str | None:
 
 
 def schema_type(document: Document) -> str:
-    return document.schema_type or TYPE_OF_CONTENT.get(document.ahp_content_type, "WebPage")
+    return rendered_type(document.schema_type, document.ahp_content_type)
+
+
+def rendered_type(schema_type: str, ahp_content_type: str) -> str:
+    """The ``@type`` of a document with this stored ``schema_type`` (its object's own) and content type."""
+    return schema_type or TYPE_OF_CONTENT.get(ahp_content_type, "WebPage")
+
+
+def of_type(documents: QuerySet[Document], name: str) -> QuerySet[Document]:
+    """The ``documents`` rendered as the schema.org type ``name`` (in any letter case): the rule of
+    :func:`rendered_type`, as a query on each document's own type."""
+    wanted = name.lower()
+    inferred = [kind for kind, type_name in TYPE_OF_CONTENT.items() if type_name.lower() == wanted]
+    untyped = Q(schema_type="", ahp_content_type__in=inferred)
+    if wanted == "webpage":
+        untyped |= Q(schema_type="") & ~Q(ahp_content_type__in=list(TYPE_OF_CONTENT))
+    return documents.filter(Q(schema_type__iexact=name) | untyped)
 
 
 def item(document: Document, base_url: str) -> dict[str, Any]:

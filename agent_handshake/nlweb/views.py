@@ -45,7 +45,7 @@ from . import render
 from .actions import actions_for
 from .openapi import ASK, AWAIT
 from .request import Ask, PriceRange, parse_ask, parse_await
-from .schema_org import item
+from .schema_org import item, of_type, rendered_type
 
 logger = logging.getLogger(__name__)
 
@@ -111,25 +111,53 @@ class AskView(NLWebView):
         warnings: list[str] = []
         configs = list(content_registry)
         models: list[str] = []
+        documents: list[int] | None = None
         if ask.item_type:
-            wanted = ask.item_type.lower()
-            models = [c.label for c in configs if (c.schema_type or "").lower() == wanted]
+            models, documents = self.typed(configs, ask.item_type)
             if not models:
-                types = sorted({c.schema_type for c in configs if c.schema_type})
+                types = self.types(configs)
                 warnings.append(f"query.itemType: this site has no {ask.item_type}; its types are {', '.join(types)}.")
-        documents = None
         if ask.price is not None:
             scope = [c for c in configs if not ask.item_type or c.label in models]
-            documents = self.priced_documents(scope, ask.price)
-            if documents is None:
+            priced = self.priced_documents(scope, ask.price)
+            if priced is None:
                 warnings.append("query.price: nothing on this site that matches the query has a price.")
+            elif documents is None:
+                documents = priced
+            else:
+                documents = sorted(set(documents) & set(priced))
         filters = Filters(
             models=models,
             published_after=ask.published_after,
             published_before=ask.published_before,
-            documents=[] if ask.item_type and not models else documents,
+            documents=documents,
         )
         return filters, warnings
+
+    @staticmethod
+    def typed(configs: list, item_type: str) -> tuple[list[str], list[int] | None]:
+        """The models with documents of the schema.org type ``item_type`` (each object's own type, as its result is
+        rendered), and those documents, or None when they are all their models' documents (the models say it)."""
+        content_types = ContentType.objects.get_for_models(*(c.model for c in configs))
+        labels = {content_type.pk: model._meta.label_lower for model, content_type in content_types.items()}
+        registered = Document.objects.filter(content_type__in=list(labels))
+        matching = of_type(registered, item_type)
+        found = set(matching.values_list("content_type", flat=True).distinct())
+        models = sorted(labels[pk] for pk in found)
+        if not models:
+            return [], []
+        # Models whose objects are all of one type (the usual case) need no list of documents.
+        if not registered.filter(content_type__in=found).exclude(pk__in=matching.values("pk")).exists():
+            return models, None
+        return models, list(matching.values_list("pk", flat=True))
+
+    @staticmethod
+    def types(configs: list) -> list[str]:
+        """The schema.org types this site's results have."""
+        content_types = ContentType.objects.get_for_models(*(c.model for c in configs)).values()
+        rows = Document.objects.filter(content_type__in=list(content_types))
+        pairs = rows.values_list("schema_type", "ahp_content_type").distinct()
+        return sorted({rendered_type(schema_type, kind) for schema_type, kind in pairs})
 
     @staticmethod
     def priced_documents(configs: list, price: PriceRange) -> list[int] | None:

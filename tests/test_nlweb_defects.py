@@ -1,0 +1,56 @@
+"""NLWeb v0.54 ``/ask`` and ``/await``: defects found in a second review, each with the test that showed it (in
+process, Django's test client through the whole middleware stack, the real embedding model and PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_handshake.indexing import sync_and_index
+from agent_handshake.registry import content_registry
+from demo_site.pages.agents import PageContent
+from demo_site.pages.models import Page
+from tests.nlweb_schema import assert_valid
+from tests.test_nlweb import ask
+
+pytestmark = pytest.mark.django_db
+
+
+class TypedPageContent(PageContent):
+    """The demo's pages, each with its own schema.org type (what ``get_schema_type`` is for)."""
+
+    TYPES = {"about": "AboutPage", "faq": "FAQPage", "contact": "ContactPage"}
+
+    def get_schema_type(self, obj: Page) -> str:
+        return self.TYPES.get(obj.slug, "WebPage")
+
+
+@pytest.fixture
+def typed_pages(demo_content, registries):
+    content_registry._configs[Page] = TypedPageContent(Page)
+    for page in Page.objects.all():
+        sync_and_index("pages", "page", page.pk)
+    return {page.slug: page for page in Page.objects.all()}
+
+
+def test_item_type_filters_by_each_objects_own_schema_type(client, typed_pages):
+    """``query.itemType`` filtered by the model's declared type (``WebPage``) only: a page whose own type
+    (``get_schema_type``) is the one asked for was left out, with a warning that the site has no such type, and
+    a page rendered as another type was kept. Results now match the ``@type`` they are rendered with."""
+    about = typed_pages["about"]
+    response, body = ask(client, "Who are you, what is Lantern & Kettle?", query={"itemType": "AboutPage"})
+    assert response.status_code == 200, body
+    assert_valid(body)
+    assert "warnings" not in body["_meta"], body["_meta"]
+    assert [r["name"] for r in body["results"]] == [about.title]
+    assert body["results"][0]["@type"] == "AboutPage"
+
+    _, faq = ask(client, "frequently asked questions", query={"itemType": "faqpage"})  # any letter case
+    assert [r["@type"] for r in faq["results"]] == ["FAQPage"]
+
+    _, pages = ask(client, "Who are you, what is Lantern & Kettle?", query={"itemType": "WebPage"})
+    assert pages["results"]
+    assert {r["@type"] for r in pages["results"]} == {"WebPage"}, pages["results"]
+
+    _, unknown = ask(client, "tea", query={"itemType": "Recipe"})
+    assert unknown["results"] == []
+    assert "AboutPage" in unknown["_meta"]["warnings"][0]  # the types it names are those results can have
