@@ -99,23 +99,30 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
         ),
         "",
     ]
+    # The format keeps H2 sections for file lists (every line an item ``- [name](url): notes``): the contact details
+    # and what each section holds are free text before them, where any markdown but a heading may go.
     if snapshot.contact:
-        lines += ["## Contact", ""]
+        lines += ["Contact:", ""]
         labels = {"email": "Email", "url": "Contact page", "phone": "Phone", "address": "Address"}
         for key, value in snapshot.contact.items():
             value = absolute_url(base_url, value) if key == "url" and value.startswith("/") else value
             lines.append(f"- {labels.get(key, key.capitalize())}: {_text(value)}")
         lines.append("")
     limit = app_settings.LLMS_TXT_MAX_ITEMS
+    sections = []
     for config in content_registry:
         content_type = ContentType.objects.get_for_model(config.model)
         documents = Document.objects.filter(content_type=content_type).order_by("-published_at", "title", "pk")
         total = documents.count()
-        if not total:
-            continue
-        lines += [f"## {config.get_section()}", ""]
-        if config.section_description:
-            lines += [_text(config.section_description), ""]
+        if total:
+            sections.append((config, documents, total))
+    described = [(config.get_section(), config.section_description) for config, _, _ in sections]
+    if any(description for _, description in described):
+        lines += ["The sections below:", ""]
+        lines += [f"- {_text(name)}: {_text(description)}" for name, description in described if description]
+        lines.append("")
+    for config, documents, total in sections:
+        lines += [f"## {_text(config.get_section())}", ""]
         for url, title, summary in documents.values_list("url", "title", "summary")[:limit]:
             entry = f"- {_link(title, absolute_url(base_url, url))}"
             lines.append(f"{entry}: {_text(summary)}" if summary else entry)

@@ -79,7 +79,8 @@ def test_llms_txt_structure(client, articles, video):
     parsed = parse_llms_txt(response.content.decode())
     assert parsed["title"] == "Lantern & Kettle"
     assert parsed["summary"] == "Tea shop."
-    assert list(parsed["sections"]) == ["Contact", "Articles", "Videos", "Optional"]
+    assert list(parsed["sections"]) == ["Articles", "Videos", "Optional"]
+    assert "- Email: hi@example.com" in response.content.decode().split("\n## ", 1)[0]
 
     listed = parsed["sections"]["Articles"]
     # Newest first; the unpublished article is not there.

@@ -36,3 +36,39 @@ def test_a_title_with_brackets_or_no_text_is_one_item_with_its_own_url(client, p
     assert not any("evil.example" in item["url"] for item in listed)
     # A markdown reader still reads the title as it is written.
     assert (FORGED_TITLE, "http://testserver/articles/forged/") in links_in(text)
+
+
+def read_as_the_format_says(text: str) -> dict:
+    """llms.txt read as llmstxt.org defines it: an H1, an optional blockquote, then markdown of any kind but
+    headings, then H2 sections each holding a file list, every item of which is ``- [name](url)`` with optional
+    ``: notes``. A line of an H2 section that is not such an item is a format error (the convention's parser
+    fails on the whole file)."""
+    head, *rest = re.split(r"^##\s*(.*?)$", text, flags=re.MULTILINE)
+    lines = head.strip().splitlines()
+    assert lines[0].startswith("# "), lines[0]
+    assert not any(line.startswith("#") for line in lines[1:]), "only the H1 heads the part before the lists"
+    sections = {}
+    for name, body in zip(rest[::2], rest[1::2], strict=True):
+        entries = [line for line in body.splitlines() if line.strip()]
+        malformed = [line for line in entries if not LINK.fullmatch(line)]
+        assert not malformed, f"## {name} holds lines that are not file-list items: {malformed}"
+        sections[name] = [LINK.fullmatch(line).groupdict() for line in entries]
+    return {"title": lines[0][2:], "info": "\n".join(lines[1:]), "sections": sections}
+
+
+def test_every_section_is_a_file_list_and_contact_and_section_notes_come_before_them(client, publish):
+    """The contact details and each model's ``section_description`` were lines inside H2 sections, which the
+    format keeps for file lists: the convention's parser failed on the whole file of every site with a contact
+    email. They are now in the free text before the lists."""
+    from agent_handshake.models import SiteProfile
+
+    SiteProfile.objects.create(
+        name="Lantern & Kettle", description="Tea shop.", contact_email="hi@example.com", contact_phone="+1 555 0100"
+    )
+    publish(Article, title="Shading gyokuro", slug="shading", summary="Why.", body="Tea.")
+    parsed = read_as_the_format_says(client.get("/llms.txt").content.decode())
+    assert list(parsed["sections"]) == ["Articles", "Optional"]
+    assert parsed["sections"]["Articles"][0]["url"] == "http://testserver/articles/shading/"
+    assert "hi@example.com" in parsed["info"]
+    assert "+1 555 0100" in parsed["info"]
+    assert "Articles: Test articles." in parsed["info"]  # the test app's section_description
