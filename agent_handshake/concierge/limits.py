@@ -5,7 +5,8 @@ per client network (the address :func:`client_address` finds: an IPv4 address, o
 subscriber usually holds whole) and per ``requesting_agent`` name *from that network*, so a name never spends
 another sender's quota. The most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets
 (§11.4) are counted per session (on the session row, the budget of the session's tier) and per client network
-per day (a cache counter).
+per day (a cache counter). An answer reserves what it may spend on both before it starts (:func:`reserve_tokens`),
+so requests sent at once cannot all find the same last tokens left.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import time
 from dataclasses import dataclass
 
 from django.core.cache import caches
+from django.db.models import F
 from django.http import HttpRequest, HttpResponseBase
 from django_ratelimit.core import get_usage
 
 from ..conf import app_settings
+from ..models import ConverseSession
+from . import errors
 
 GROUP = "agent_handshake:converse"
 
@@ -219,6 +223,9 @@ def seconds_until_tomorrow() -> int:
     return int((tomorrow - now).total_seconds()) + 1
 
 
+DAILY_TTL = 86400 + 3600
+
+
 def daily_tokens_used(ip: str) -> int:
     return int(caches[app_settings.CACHE_ALIAS].get(_daily_key(ip), 0))
 
@@ -226,10 +233,72 @@ def daily_tokens_used(ip: str) -> int:
 def add_daily_tokens(ip: str, tokens: int) -> None:
     if tokens <= 0:
         return
+    _add(_daily_key(ip), tokens)
+
+
+def _add(key: str, tokens: int) -> int:
+    """Add ``tokens`` to the counter ``key`` atomically (the cache's incr/decr); its new value."""
     cache = caches[app_settings.CACHE_ALIAS]
-    key = _daily_key(ip)
-    cache.add(key, 0, 86400 + 3600)
+    cache.add(key, 0, DAILY_TTL)
     try:
-        cache.incr(key, tokens)
+        return cache.incr(key, tokens) if tokens >= 0 else cache.decr(key, -tokens)
     except ValueError:  # expired between add and incr
-        cache.set(key, tokens, 86400 + 3600)
+        cache.set(key, max(0, tokens), DAILY_TTL)
+        return max(0, tokens)
+
+
+@dataclass
+class TokenReservation:
+    """Tokens held for one answer on its session's row and its client network's daily counter, until
+    :meth:`release` (what the answer spent is counted as before: the turn's tokens, ``add_daily_tokens``)."""
+
+    tokens: int = 0
+    session_id: str | None = None  # the session row the tokens are held on (None: none, or a new session)
+    daily_key: str | None = None  # the day's counter they are held on (the day the reservation was made)
+
+    def release(self) -> None:
+        """Give the tokens back (once; nothing to do for a reservation of nothing)."""
+        if self.session_id is not None:
+            ConverseSession.objects.filter(pk=self.session_id).update(tokens_used=F("tokens_used") - self.tokens)
+            self.session_id = None
+        if self.daily_key is not None:
+            _add(self.daily_key, -self.tokens)
+            self.daily_key = None
+
+
+def reserve_tokens(
+    session: ConverseSession, session_budget: int, network: str, daily_budget: int, tokens: int
+) -> TokenReservation:
+    """Reserve ``tokens`` (the most an answer may write: its ``max_tokens``) for one answer of ``session``, or raise
+    :class:`~.errors.RateLimited` when the session's budget or ``network``'s daily budget is spent (0: none).
+
+    An answer may start while a budget is not spent, as before; the reservation counts it as spent meanwhile, in one
+    atomic step on each counter (a conditional UPDATE of the session's row, the cache's incr), so requests sent at
+    once cannot all find the same last tokens left: one starts, the others are refused, as they would be one after
+    the other. The caller records what the answer spent as before, and releases the reservation when it is done
+    (whether it answered or failed): the tokens are held only while it answers.
+    """
+    reservation = TokenReservation(tokens=tokens)
+    if session_budget:
+        if session._state.adding:  # a new session: nobody else can see it yet
+            exhausted = session.tokens_used >= session_budget
+        else:
+            held = ConverseSession.objects.filter(pk=session.pk, tokens_used__lt=session_budget).update(
+                tokens_used=F("tokens_used") + tokens
+            )
+            exhausted = not held and ConverseSession.objects.filter(pk=session.pk).exists()
+            reservation.session_id = session.pk if held else None
+        if exhausted:
+            raise errors.RateLimited(
+                "Token budget for this session has been exhausted.", scope="session_tokens", retry_after=None
+            )
+    if daily_budget:
+        key = _daily_key(network)
+        if _add(key, tokens) - tokens >= daily_budget:
+            _add(key, -tokens)
+            reservation.release()
+            raise errors.RateLimited(
+                "Daily token budget for this IP address is exhausted.", scope="ip", retry_after=seconds_until_tomorrow()
+            )
+        reservation.daily_key = key
+    return reservation
