@@ -61,6 +61,22 @@ def quote(client, items):
     return converse(client, {"capability": "custom_quote", "query": "quote", "context": {"input": {"items": items}}})
 
 
+# --- products named by SKU in words --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capability", "query"),
+    [
+        ("check_inventory", "Is LK-TEA-00012 in stock?"),  # one digit too many: no SKU of the shop, not LK-TEA-0001
+        ("custom_quote", "Quote 5 x LK-TEA-00012"),
+        ("custom_quote", "Quote LK-TEA-00012 x 5"),
+    ],
+)
+def test_a_longer_sku_in_words_is_not_read_as_the_shops_sku_it_starts_with(client, shop, capability, query):
+    response = converse(client, {"capability": capability, "query": query})
+    assert response.json()["status"] == "clarification_needed", response.json()  # which product?
+
+
 # --- custom_quote: quantities ---------------------------------------------------------------------------------------
 
 

@@ -54,6 +54,8 @@ class ProductContent(agent_handshake.ContentConfig):
 
 
 SKU = r"LK-[A-Z]{2,4}-\d{4}"
+#: A SKU in words: not the start of a longer number ("LK-TEA-00012" is no SKU of the shop, not LK-TEA-0001).
+SKU_IN_TEXT = rf"{SKU}(?!\d)"
 ORDER_NUMBER = r"LK-\d{5}"
 MONEY = {"type": "string", "pattern": r"^\d+\.\d{2}$"}
 
@@ -82,7 +84,7 @@ def _product_in(text: str, products: list[Product]) -> Product | None:
     of it ("the Tokoname kyusu", "Dew of Yame", "the gaiwan"): the name's last word ("kyusu", before any comma:
     "Tokoname Red Clay Kyusu, 260 ml"), or two of its words, when no other product's name has that word (one of
     the two); the product sharing most words wins, and a tie ("darjeeling flush": two Darjeelings) names none."""
-    skus = {sku.upper() for sku in re.findall(SKU, text, re.IGNORECASE)}
+    skus = {sku.upper() for sku in re.findall(SKU_IN_TEXT, text, re.IGNORECASE)}
     if len(skus) == 1:
         sku = skus.pop()
         return next((product for product in products if product.sku == sku), None)
@@ -261,7 +263,9 @@ def order_status(invocation: Invocation) -> Outcome:
 #: A number as written, whole: its sign ("-5", or with U+2212 MINUS SIGN) and any decimals ("1.5"), so that neither
 #: reads as 5.
 NUMBER = r"(?<![\w.,\-\u2212])[-\u2212]?\d+(?:[.,]\d+)*"
-QUOTE_LINE = re.compile(rf"({NUMBER})\s*(?:x|×|of|pcs?)?\s*({SKU})|({SKU})\s*(?:x|×)\s*({NUMBER})", re.I)
+QUOTE_LINE = re.compile(
+    rf"({NUMBER})\s*(?:x|×|of|pcs?)?\s*({SKU_IN_TEXT})|({SKU_IN_TEXT})\s*(?:x|×)\s*({NUMBER})", re.I
+)
 #: A quantity before a product's name: "15 Kettle Chai Masala Blend", "4 x Dew of Yame", "12 tins of sencha".
 QUANTITY = re.compile(r"(?<![\w.,\-\u2212])([-\u2212]?\d{1,3})\s*(?:x\s*|×\s*)?(?=[^\W\d_])", re.I)
 THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
