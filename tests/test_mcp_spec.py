@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from agent_handshake.models import Document
+
 pytestmark = pytest.mark.django_db
 
 INITIALIZE = {
@@ -139,3 +141,32 @@ def test_mcp_name_is_not_expected_when_the_body_has_no_name(client):
     response, answer = post(client, body, HTTP_MCP_PROTOCOL_VERSION="2026-07-28", HTTP_MCP_METHOD="tools/call")
     assert response.status_code == 400
     assert answer["error"]["code"] == -32602
+
+
+def test_a_listed_resource_at_an_absolute_url_on_another_host_can_be_read(client, publish, registries):
+    """get_url may give an absolute URL (README, "Registering content"): such a document was listed as that URL, and
+    resources/read of the URI it had just listed answered "Resource not found" (only this site's host was read). A
+    listed URI is now read from the database like any other; a URI on another host that no document has is still
+    not found, and nothing is fetched."""
+    from tests.testapp.agents import ArticleContent
+    from tests.testapp.models import Article
+
+    class BlogContent(ArticleContent):
+        def get_url(self, obj):
+            return f"https://blog.example/articles/{obj.slug}/"
+
+    content_registry, _ = registries
+    content_registry.unregister(Article)
+    content_registry.register(Article, BlogContent)
+    publish(Article, title="Hojicha", slug="hojicha", body="Roasted green tea.")
+    assert Document.objects.get(title="Hojicha").url == "https://blog.example/articles/hojicha/"
+    _, body = post(client, {"jsonrpc": "2.0", "id": 1, "method": "resources/list"})
+    [listed] = [resource for resource in body["result"]["resources"] if resource["name"] == "Hojicha"]
+    assert listed["uri"] == "https://blog.example/articles/hojicha/"
+    read = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": listed["uri"]}}
+    response, body = post(client, read)
+    assert response.status_code == 200
+    assert "Roasted green tea." in body["result"]["contents"][0]["text"], body
+    for uri in ("https://blog.example/articles/other/", "https://elsewhere.example/articles/hojicha/"):
+        _, body = post(client, {**read, "params": {"uri": uri}})
+        assert body["error"]["code"] == -32002, uri

@@ -122,18 +122,23 @@ def _text(uri: str, base: str, budget: int) -> tuple[str, str | None] | None:
         parts, site = urlsplit(uri), urlsplit(base)
     except ValueError:  # not a URL (an unclosed IPv6 bracket): not one of ours
         return None
-    if parts.scheme not in ("http", "https") or parts.netloc.lower() != site.netloc.lower():
-        return None  # not this site's: never fetched
+    if parts.scheme not in ("http", "https"):
+        return None
+    ours = parts.netloc.lower() == site.netloc.lower()
     path = parts.path
-    if path == reverse("agent_handshake:llms_txt"):
+    if ours and path == reverse("agent_handshake:llms_txt"):
         return render_llms_txt(state.snapshot(), base), None
-    if path == reverse("agent_handshake:llms_full_txt"):
+    if ours and path == reverse("agent_handshake:llms_full_txt"):
         return _llms_full(base, budget), None
     # The path as sent, as the listing percent-encoded it, or as the IRI the object's URL may be stored as (a
     # decoded %00 is no stored path's: PostgreSQL refuses NUL in a query).
     decoded = unquote(path)
     paths = {path} if "\x00" in decoded else {path, decoded, quote(decoded, safe=RFC3986_SUBDELIMS + "/~:@")}
     documents = documents_of(content_registry).filter(path__in=paths).select_related("content_type")
+    if not ours:
+        # get_url may give an absolute URL on another host, which the listing gives as it is: such a document is
+        # read by that whole URL, from the database like any other (never fetched).
+        documents = documents.filter(url__in={uri, *(f"{parts.scheme}://{parts.netloc}{each}" for each in paths)})
     document = documents.order_by("pk").first()
     if document is None:
         return None
