@@ -153,3 +153,12 @@ def test_booking_with_an_email_longer_than_its_column_is_refused_not_a_500(clien
     assert result["isError"] is True
     assert result["_meta"]["fields"] == ["arguments.email"]
     assert not Appointment.objects.exists()
+
+
+@pytest.mark.parametrize("name", ["   ", "\t\n", "\u3000"])  # spaces, a tab and a line break, an ideographic space
+def test_a_booking_for_a_blank_name_is_refused(client, shop, bearer, name):
+    """minLength 1 lets a name of spaces through: the shop would expect nobody in particular."""
+    response = book(client, bearer, name=name)
+    assert response.status_code == 400, response.json()
+    assert response.json()["fields"] == ["input.name"]
+    assert not Appointment.objects.exists()

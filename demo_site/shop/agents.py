@@ -473,6 +473,8 @@ DURATIONS = {
 )
 def book_appointment(invocation: Invocation) -> Outcome:
     data = invocation.input
+    if not data["name"].strip():  # minLength 1 counts spaces; the shop would expect nobody in particular
+        raise ActionFailed("The booking needs the name of who is coming.", fields=["input.name"])
     day = datetime.date.fromisoformat(data["date"])
     at = datetime.time.fromisoformat(data["time"])
     today = timezone.localdate()
