@@ -429,11 +429,6 @@ def answered_at_once(live_server, fake_openai, questions, **extra):
 FOLLOW_UPS = ("How long is oolong fired?", "Why is oolong rolled?", "Is oolong a green tea?")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="concierge/conversation.py checks the session's budget, then spends: it must reserve with "
-    "limits.reserve_tokens (see that function) instead of _check_budgets",
-)
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_turns_never_overshoot_the_sessions_token_budget(live_server, settings, fake_openai, article):
     """§11.4: a session may start an answer while its budget lasts. Three follow-ups sent at once when 8 tokens
@@ -450,11 +445,6 @@ def test_concurrent_turns_never_overshoot_the_sessions_token_budget(live_server,
     assert ConverseSession.objects.get(pk=first["session_id"]).tokens_used == 2 * 42
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="concierge/conversation.py checks the daily budget, then spends: it must reserve with "
-    "limits.reserve_tokens (see that function) instead of _check_budgets",
-)
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_questions_never_overshoot_the_daily_token_budget(live_server, settings, fake_openai, article):
     """The same for the client network's daily budget: new sessions, each with a budget of its own, sent at once."""

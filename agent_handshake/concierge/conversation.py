@@ -41,7 +41,7 @@ from ..retrieval.index import EmbeddingModelChanged
 from . import errors
 from .answering import Clarification, ConverseContext, Ranked, Reply, max_answer_tokens
 from .backends import get_answer_backend
-from .limits import add_daily_tokens, daily_tokens_used, network_of, seconds_until_tomorrow, session_budget
+from .limits import TokenReservation, add_daily_tokens, network_of, reserve_tokens, session_budget
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +367,6 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
     standalone = standalone_query(query, turns) if not clarified and recalled is None else query
 
     network = network_of(owner.address)
-    _check_budgets(session, network, owner.tier)
     context = ConverseContext(
         capability=capability,
         query=standalone,
@@ -380,6 +379,25 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
         write_answer=question.write_answer,
         history=history_of(turns),
     )
+    reservation = _reserve_budgets(session, network, owner.tier, context.max_tokens)
+    try:
+        return (yield from _answer(question, owner, session, pending, context, network, standalone, clarified, query))
+    finally:
+        reservation.release()  # what the answer spent is counted by now (or it spent nothing)
+
+
+def _answer(
+    question: Question,
+    owner: Owner,
+    session: ConverseSession,
+    pending: dict[str, Any] | None,
+    context: ConverseContext,
+    network: str,
+    standalone: str,
+    clarified: bool,
+    query: str,
+) -> Generator[Ranked, None, Turn]:
+    capability = question.capability
     # A model's answer may draw on the conversation: cached, it would be served to another one.
     personal = bool(context.history) and get_answer_backend().name != "extractive"
     cache_key = _cache_key(context) if standalone == question.text and not clarified and not personal else None
@@ -476,19 +494,13 @@ def check_turns(session: ConverseSession) -> None:
         )
 
 
-def _check_budgets(session: ConverseSession, network: str, tier: str | None = None) -> None:
+def _reserve_budgets(session: ConverseSession, network: str, tier: str | None, tokens: int) -> TokenReservation:
+    """Hold ``tokens`` of the session's and the network's budgets while the answer is written (429 when one is
+    spent): requests sent at once cannot all find the same last tokens left."""
     if get_answer_backend().name == "extractive":
-        return  # budgets count model tokens; extractive answers spend none
+        return TokenReservation()  # budgets count model tokens; extractive answers spend none
     budget = session_budget(tier or ("authenticated" if session.api_key_id else "unauthenticated"))
-    if budget and session.tokens_used >= budget:
-        raise errors.RateLimited(
-            "Token budget for this session has been exhausted.", scope="session_tokens", retry_after=None
-        )
-    daily = app_settings.DAILY_TOKEN_BUDGET_PER_IP
-    if daily and daily_tokens_used(network) >= daily:
-        raise errors.RateLimited(
-            "Daily token budget for this IP address is exhausted.", scope="ip", retry_after=seconds_until_tomorrow()
-        )
+    return reserve_tokens(session, budget, network, app_settings.DAILY_TOKEN_BUDGET_PER_IP, tokens)
 
 
 def _cache_key(context: ConverseContext) -> str:
