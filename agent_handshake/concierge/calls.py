@@ -48,6 +48,7 @@ from .invocation import (
     check_output,
     extract_input,
     field_question,
+    whole_numbers,
 )
 
 logger = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ class Call:
             data = extract_input(capability, self.query)
         problem = check_input(capability, data)
         if problem is None:
-            return data, session
+            return whole_numbers(capability.input_schema, data), session
         if problem.invalid:
             prefix = self.input_prefix if structured else "input."
             fields = sorted(prefix + name for name in problem.invalid)

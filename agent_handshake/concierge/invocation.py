@@ -239,6 +239,24 @@ def check_input(capability: Capability, data: dict[str, Any]) -> InputProblem | 
     return InputProblem(missing, invalid) if missing or invalid else None
 
 
+def whole_numbers(schema: Any, value: Any) -> Any:
+    """``value`` (valid against ``schema``) with each number the schema types ``integer`` as an ``int``: JSON Schema
+    counts ``2.0`` as an integer, so it passes validation, and a handler should not get a float where its schema
+    promises a whole number. Follows ``properties``, ``additionalProperties`` and ``items``; anything else is
+    returned as it is."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, float) and value.is_integer() and schema.get("type") == "integer":
+        return int(value)
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        return {key: whole_numbers(properties.get(key, extra), item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(schema.get("items"), item) for item in value]
+    return value
+
+
 def _unanchored(pattern: str) -> str:
     return pattern.removeprefix("^").removesuffix("$")
 
@@ -272,7 +290,9 @@ def extract_input(capability: Capability, text: str) -> dict[str, Any]:
             value = _one(named)
         elif "pattern" in spec:
             try:
-                value = _one([m.group(0) for m in re.finditer(_unanchored(spec["pattern"]), text)])
+                # Only a value standing alone: "LK-10001" is not read from inside "LK-1000100".
+                standing = rf"(?<![\w-])(?:{_unanchored(spec['pattern'])})(?![\w-])"
+                value = _one([m.group(0) for m in re.finditer(standing, text)])
             except re.error:
                 value = None
         elif spec.get("format") == "email":
