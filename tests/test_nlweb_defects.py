@@ -10,7 +10,7 @@ from agent_handshake.registry import content_registry
 from demo_site.pages.agents import PageContent
 from demo_site.pages.models import Page
 from tests.nlweb_schema import assert_valid
-from tests.test_nlweb import ask
+from tests.test_nlweb import ask, post
 
 pytestmark = pytest.mark.django_db
 
@@ -54,3 +54,51 @@ def test_item_type_filters_by_each_objects_own_schema_type(client, typed_pages):
     _, unknown = ask(client, "tea", query={"itemType": "Recipe"})
     assert unknown["results"] == []
     assert "AboutPage" in unknown["_meta"]["warnings"][0]  # the types it names are those results can have
+
+
+@pytest.fixture
+def report_key():
+    from agent_handshake.models import AgentClient, ApiKey
+
+    client = AgentClient.objects.create(name="NLWeb report agent")
+    return ApiKey.objects.issue(client, scopes=["*"])[1]
+
+
+def test_a_promise_and_its_await_answers_name_the_conversation(client, demo_content, report_key):
+    """A long capability call continued from an Elicitation (the conversation the client started) was answered
+    with a Promise without ``_meta.session_context``, and so were the ``/await`` answers: the client lost its
+    conversation_id. The Promise names it, as http_example.md §4 does, and so do the ``/await`` answers to a
+    client that names the job's conversation."""
+    from agent_handshake.concierge import jobs
+
+    auth = {"Authorization": f"Bearer {report_key}"}
+    _, asked = post(client, "/ask", {"query": {"text": "Compile a report", "capability": "compile_report"}}, **auth)
+    assert asked["_meta"]["response_type"] == "elicitation", asked
+    conversation = asked["_meta"]["session_context"]["conversation_id"]
+    session = {"session_context": {"conversation_id": conversation}}
+    body = {
+        "query": {"text": "On oolong", "capability": "compile_report", "input": {"topic": "oolong harvests"}},
+        "meta": session,
+    }
+    response, promise = post(client, "/ask", body, **auth)
+    assert response.status_code == 202, promise
+    assert_valid(promise)
+    assert promise["_meta"]["response_type"] == "promise"
+    assert promise["_meta"]["session_context"] == {"conversation_id": conversation}
+    token = promise["promise"]["token"]
+
+    wait = {"promise_token": token, "action": "checkin", "meta": {"version": "0.54", **session}}
+    response, still = post(client, "/await", wait, **auth)
+    assert response.status_code == 202, still
+    assert still["_meta"]["session_context"] == {"conversation_id": conversation}
+    jobs.run(token)  # what the worker does
+    response, done = post(client, "/await", wait, **auth)
+    assert response.status_code == 200, done
+    assert_valid(done)
+    assert done["_meta"]["response_type"] == "answer"
+    assert done["_meta"]["session_context"] == {"conversation_id": conversation}
+    assert done["results"][0]["result"]["topic"] == "oolong harvests"
+    # Another conversation is not this job's: it is not named.
+    other = {**wait, "meta": {"session_context": {"conversation_id": "conv_12345"}}}
+    _, done = post(client, "/await", other, **auth)
+    assert "session_context" not in done["_meta"]

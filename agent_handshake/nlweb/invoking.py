@@ -7,7 +7,9 @@ outcome's plain-language ``description``. Missing input is an Elicitation with o
 with the same ``query.capability`` and ``conversation_id``: the next ``query.text`` fills the fields in). An
 accepted ``async`` job is a Promise (HTTP 202) whose ``token`` ``/await`` takes: ``checkin`` answers another
 Promise while the job runs and the Answer once it is done; ``cancel`` stops it (see
-:func:`agent_handshake.concierge.jobs.cancel`). A job that failed, expired or was cancelled is a Failure
+:func:`agent_handshake.concierge.jobs.cancel`). A job started in a conversation (after an Elicitation, or with
+its ``conversation_id``) is a turn of it: the Promise names it in ``_meta.session_context``, and so does every
+``/await`` answer whose request names it. A job that failed, expired or was cancelled is a Failure
 (``JOB_FAILED``, ``EXPIRED``, ``CANCELLED``) with HTTP 200: the ``/await`` request itself succeeded. Only the
 API key that started a job may await or cancel it (``async`` capabilities always need credentials, so every
 job has one); another key gets 403, as on AHP's status URL.
@@ -25,7 +27,7 @@ from rest_framework.response import Response
 from ..concierge import calls, errors, jobs
 from ..concierge.invocation import Outcome, authorize
 from ..identity.auth import printable_ascii
-from ..models import Job
+from ..models import ConverseSession, Job
 from ..registry import Capability, capability_registry
 from . import render
 from .actions import action_type
@@ -105,7 +107,8 @@ def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
             return 200, render.elicitation(text, questions, result.session_id)
         if isinstance(result, calls.Accepted):
             job = result.job
-            return 202, render.promise(job.pk, job.eta_seconds, "Accepted; await it with this token.", None)
+            conversation = job_conversation(job, ask.conversation_id)
+            return 202, render.promise(job.pk, job.eta_seconds, "Accepted; await it with this token.", conversation)
         summary = result.outcome.answer if ask.summarize else None
         items = [action_item(capability, result.outcome)]
         return 200, render.answer(
@@ -133,7 +136,8 @@ def await_job(view: Any, request: Request, wait: Await) -> HttpResponseBase:
     elif job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
         jobs.expire(pk=job.pk)
         job.refresh_from_db()
-    return job_response(job, cancelling=wait.action == "cancel")
+    conversation = job_conversation(job, wait.conversation_id)
+    return job_response(job, cancelling=wait.action == "cancel", conversation_id=conversation)
 
 
 FAILURES = {
@@ -143,7 +147,16 @@ FAILURES = {
 }
 
 
-def job_response(job: Job, *, cancelling: bool = False) -> Response:
+def job_conversation(job: Job, conversation_id: str | None) -> str | None:
+    """``conversation_id`` if the job is a turn of that conversation (the call records it there), else None: a
+    Promise and the ``/await`` answers name the conversation to continue, never one the client merely sent."""
+    if not conversation_id:
+        return None
+    sessions = ConverseSession.objects.filter(pk=conversation_id, turns__contains=[{"job": job.pk}])
+    return conversation_id if sessions.exists() else None
+
+
+def job_response(job: Job, *, cancelling: bool = False, conversation_id: str | None = None) -> Response:
     if job.status in Job.ACTIVE:
         remaining = None
         if job.eta_seconds is not None:
@@ -153,16 +166,16 @@ def job_response(job: Job, *, cancelling: bool = False) -> Response:
             if cancelling
             else job.progress or "Running"
         )
-        return Response(render.promise(job.pk, remaining, message, None), status=202)
+        return Response(render.promise(job.pk, remaining, message, conversation_id), status=202)
     outcome = jobs.outcome_of(job)
     if outcome is not None:
         capability = capability_registry.get(job.capability) or Capability(job.capability, "", mode="MODE3")
         return Response(render.answer([action_item(capability, outcome)], response_format="conv_search",
-                                      conversation_id=None))  # fmt: skip
+                                      conversation_id=conversation_id))  # fmt: skip
     error = job.error or {}
     failure = errors.ConciergeError(
         error.get("message") or job.progress or f"The job is {job.status}.",
         code=FAILURES.get(job.status, "JOB_FAILED"),
         reason=error.get("code") or job.status,
     )
-    return Response(render.failure(failure), status=200)
+    return Response(render.failure(failure, conversation_id), status=200)

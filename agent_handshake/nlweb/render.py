@@ -91,10 +91,10 @@ def promise(token: str, estimated_time: int | None, message: str, conversation_i
 CLASS_CODES = ((errors.NotFound, "NOT_FOUND"), (errors.Gone, "EXPIRED"), (errors.Conflict, "CONFLICT"))
 
 
-def failure(error: errors.ConciergeError) -> dict[str, Any]:
+def failure(error: errors.ConciergeError, conversation_id: str | None = None) -> dict[str, Any]:
     code = next((name for kind, name in CLASS_CODES if isinstance(error, kind)), None)
     code = code or CODES.get(error.code, error.code.upper())
     body: dict[str, Any] = {"code": code, "message": error.message}
     if error.details:
         body["details"] = error.details
-    return {"_meta": meta("failure"), "error": body}
+    return {"_meta": meta("failure", conversation_id), "error": body}
