@@ -102,3 +102,16 @@ def test_a_promise_and_its_await_answers_name_the_conversation(client, demo_cont
     other = {**wait, "meta": {"session_context": {"conversation_id": "conv_12345"}}}
     _, done = post(client, "/await", other, **auth)
     assert "session_context" not in done["_meta"]
+
+
+@pytest.mark.parametrize("item_type", ["https://schema.org/Product", "http://schema.org/Product", "schema:Product"])
+def test_item_type_may_be_the_schema_org_iri_of_the_type(client, demo_content, item_type):
+    """§3.1: filter values "should use schema.org vocabulary"; a JSON-LD client names a type by its IRI
+    (``https://schema.org/Product``) or a compact IRI (``schema:Product``). Such a type was compared with the bare
+    name: no results, and a warning that the site has no "https://schema.org/Product" while listing Product."""
+    response, body = ask(client, "green tea", query={"itemType": item_type})
+    assert response.status_code == 200, body
+    assert_valid(body)
+    assert "warnings" not in body["_meta"], body["_meta"]
+    assert body["results"]
+    assert {r["@type"] for r in body["results"]} == {"Product"}

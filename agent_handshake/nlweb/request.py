@@ -9,7 +9,7 @@ accepted as ``../shared/specs/NOTES.md`` decides (README, "NLWeb"):
 - ``prefer.mode`` ``summarize`` adds the answer text; every other mode (``list``, the examples' ``detailed``)
   is a list.
 
-Query attributes besides ``text`` are schema.org filters: ``itemType`` (the ``@type`` of the results wanted),
+Query attributes besides ``text`` are schema.org filters: ``itemType`` (the results' ``@type``, or its IRI),
 ``price`` ("less than $20", "under 20", "$10-$30", "10 to 30", "over 5", "at least 5", "15"), and
 ``datePublished`` / ``datePublishedAfter`` / ``datePublishedBefore`` (ISO 8601 dates). Others the site cannot
 honour (``location``, ``site``, the examples' ``personalized``) are accepted and ignored. Our extension,
@@ -43,6 +43,7 @@ _BELOW = re.compile(rf"^(?:less than|under|below|cheaper than|at most|max(?:imum
 _ABOVE = re.compile(rf"^(?:more than|over|above|at least|min(?:imum)?|from|>=?)\s*{_NUMBER}$")
 _BETWEEN = re.compile(rf"^(?:between\s*)?{_NUMBER}\s*(?:-|–|to|and)\s*{_NUMBER}$")
 _EXACT = re.compile(rf"^{_NUMBER}$")
+_SCHEMA_ORG = re.compile(r"^(?:https?://(?:www\.)?schema\.org/|schema:)", re.I)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,15 @@ def _response_format(value: Any) -> str:
     return next((FORMATS[name.lower()] for name in names if name.lower() in FORMATS), "conv_search")
 
 
+def schema_org_name(value: str | None) -> str | None:
+    """A schema.org type by its name: its IRI (``https://schema.org/Product``, ``http://...``) or compact IRI
+    (``schema:Product``), as JSON-LD clients write it, is the name (``Product``)."""
+    if value is None:
+        return None
+    name = _SCHEMA_ORG.sub("", value.strip())
+    return name or value
+
+
 def parse_price(value: Any) -> PriceRange:
     """``query.price`` as a range; a number alone is an upper bound ("something for $20")."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -179,7 +189,7 @@ def parse_ask(data: dict[str, Any]) -> Ask:
         raise InvalidInput(f"query.text is over {MAX_TEXT} characters.", fields=["query.text"])
     check_query(text, "query.text")
     ask = Ask(text=text)
-    ask.item_type = _string(query, "itemType", "query.itemType", limit=100)
+    ask.item_type = schema_org_name(_string(query, "itemType", "query.itemType", limit=100))
     if query.get("price") is not None:
         ask.price = parse_price(query["price"])
     day = moment(query.get("datePublished"), "query.datePublished") if "datePublished" in query else None
