@@ -18,6 +18,7 @@
 ``agent_handshake.E011``  the embedding backend cannot be imported, or its model package is not installed
 ``agent_handshake.E012``  the answer backend cannot be imported, or the ``openai`` package is not installed
 ``agent_handshake.W005``  outside DEBUG, callbacks may reach private networks or plain HTTP (test settings)
+``agent_handshake.E014``  ``SEARCH_CONFIG`` names a text search configuration the database does not have
 ``agent_handshake.W006``  a capability's input declares ``other``, the key schema templates keep for free text
 =====================  ====================================================================================
 """
@@ -640,6 +641,42 @@ def check_vector_extension(app_configs: Any = None, databases: Any = None, **kwa
                     "(HNSW indexes).",
                     hint="Upgrade pgvector on the server, then ALTER EXTENSION vector UPDATE.",
                     id="agent_handshake.E010",
+                )
+            )
+    return errors
+
+
+@register(Tags.database)
+def check_search_config(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
+    """``SEARCH_CONFIG`` must name a text search configuration the server has: a misspelled one passes everything
+    else, then makes every search and every indexing fail. Tagged ``database``, as :func:`check_vector_extension`."""
+    from django.db import connections
+    from django.db.utils import DatabaseError
+
+    name = app_settings.SEARCH_CONFIG
+    if not isinstance(name, str):
+        return []  # E002 says so
+    schema, _, config = name.rpartition(".")
+    errors = []
+    for alias in databases or ():
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            continue
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT n.nspname, c.cfgname FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace"
+                )
+                available = cursor.fetchall()
+        except DatabaseError:
+            continue  # E010 says why the server cannot be asked
+        if not any(cfgname == config and schema in ("", nspname) for nspname, cfgname in available):
+            errors.append(
+                Error(
+                    f"{SETTING_NAME}['SEARCH_CONFIG'] is {name!r}, a text search configuration database {alias!r} "
+                    "does not have: every search and every indexing would fail.",
+                    hint="Use one of: " + ", ".join(sorted(cfgname for _, cfgname in available)) + ".",
+                    id="agent_handshake.E014",
                 )
             )
     return errors

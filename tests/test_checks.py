@@ -106,7 +106,7 @@ def test_e002_bad_setting_types_and_values(setting):
 def test_e013_a_site_key_that_does_not_load(tmp_path):
     with override_settings(AGENT_HANDSHAKE={"SITE_PRIVATE_KEY": "not-a-key"}):
         messages = checks.check_site_key()
-    assert ids(messages) == ["agent_handshake.E013"]
+    assert ids(messages) == ["agent_handshake.E014"]
     assert "not-a-key" not in messages[0].msg  # a secret is never echoed
     broken = tmp_path / "key.pem"
     broken.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
@@ -440,3 +440,18 @@ def test_value_errors_are_reported_beside_an_unknown_key(name, value):
         messages = checks.check_settings()
     assert sorted(ids(messages)) == ["agent_handshake.E002", "agent_handshake.W001"]
     assert name in next(m.msg for m in messages if m.id == "agent_handshake.E002")
+
+
+@pytest.mark.django_db
+def test_e014_a_search_config_the_database_does_not_have_is_named_before_any_search_fails():
+    """A misspelled ``SEARCH_CONFIG`` ("englsh") passed every check, then every search and every indexing failed
+    with "text search configuration does not exist" (a 500 for each question)."""
+    assert checks.check_search_config(databases=["default"]) == []
+    with override_settings(AGENT_HANDSHAKE={"SEARCH_CONFIG": "englsh"}):
+        messages = checks.check_search_config(databases=["default"])
+        assert ids(messages) == ["agent_handshake.E014"]
+        assert "englsh" in messages[0].msg
+        assert "english" in messages[0].hint  # the configurations the server has
+    with override_settings(AGENT_HANDSHAKE={"SEARCH_CONFIG": "pg_catalog.german"}):
+        assert checks.check_search_config(databases=["default"]) == []  # a qualified name is one too
+    assert checks.check_search_config.tags == ("database",)
