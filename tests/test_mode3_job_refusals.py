@@ -10,7 +10,7 @@ import pytest
 
 import agent_handshake
 from agent_handshake import tasks
-from agent_handshake.models import Job
+from agent_handshake.models import AgentClient, Job
 from tests.test_callbacks import Receiver
 from tests.test_mode3 import bearer, converse, issue
 
@@ -67,3 +67,55 @@ def test_an_async_jobs_input_refusal_names_its_fields_in_the_poll_and_the_callba
     finally:
         hook.stop()
     assert json.loads(hook.requests[0]["body"])["error"] == polled["error"]
+
+
+@pytest.fixture
+def refusing_capabilities(registries):
+    """Capabilities that refuse with the app's own domain errors (not ``ActionFailed``), at once ("*_now") and as
+    async jobs ("*_later"), writing a row before they refuse."""
+    from agent_handshake.concierge import errors
+
+    refusals = {
+        "invalid": lambda: errors.InvalidInput(MESSAGE, fields=["input.time"]),
+        "conflict": lambda: errors.Conflict("That slot was booked a moment ago.", fields=["input.time"]),
+    }
+
+    def book(invocation):
+        AgentClient.objects.create(name="written before the refusal")
+        raise refusals[invocation.input["kind"]]()
+
+    schema = {**INPUT_SCHEMA, "properties": {**INPUT_SCHEMA["properties"], "kind": {"enum": list(refusals)}}}
+    for name, action_type in (("refuse_now", "action"), ("refuse_later", "async")):
+        agent_handshake.capability(
+            name,
+            description=f"Refuse a booking ({action_type}).",
+            action_type=action_type,
+            input_schema=schema,
+            output_schema={"type": "object"},
+        )(book)
+
+
+@pytest.mark.parametrize(("kind", "status"), [("invalid", 400), ("conflict", 422)])
+def test_a_domain_error_raised_in_a_job_is_its_refusal_at_once_not_a_crash_retried(
+    client, refusing_capabilities, kind, status
+):
+    """A capability may refuse with one of the concierge's own errors (errors.InvalidInput, errors.Conflict...),
+    which the synchronous path shows as the refusal it is. A job that raises one ends at once (no retries: the
+    same input is refused again), failed with the error's code, message and details, and its writes undone."""
+    _, secret = issue()
+    request = {"query": "Book a slot", "context": {"input": {"time": "08:00", "kind": kind}}}
+    refused = converse(client, {**request, "capability": "refuse_now"}, **bearer(secret))
+    assert refused.status_code == status, refused.json()
+    expected = {key: refused.json()[key] for key in ("code", "message", "fields")}
+    clients = AgentClient.objects.count()
+
+    accepted = converse(client, {**request, "capability": "refuse_later"}, **bearer(secret))
+    assert accepted.status_code == 202, accepted.json()
+    job_id = accepted.json()["session_id"]
+    assert tasks.run_job(job_id) == Job.Status.FAILED  # not queued again for another attempt
+    job = Job.objects.get(pk=job_id)
+    assert job.attempts == 1
+    assert job.error == expected
+    assert AgentClient.objects.count() == clients  # the handler's write was rolled back
+    polled = client.get(accepted.json()["poll"], headers=bearer(secret)).json()
+    assert (polled["status"], polled["error"]) == ("failed", expected)

@@ -37,7 +37,7 @@ from django.utils import timezone
 from ..conf import app_settings
 from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature
 from ..registry import Capability, capability_registry
-from . import callbacks
+from . import callbacks, errors
 from .invocation import (
     ActionFailed,
     Deferred,
@@ -213,17 +213,29 @@ def _run(job_id: str) -> str:
         except OutputInvalid:
             logger.exception("Job %s: invalid output", job.pk)
             _fail(job, "concierge_error", "The capability failed; the error was logged.")
-        except Exception:
-            logger.exception("Job %s failed (attempt %s)", job.pk, job.attempts)
-            if job.attempts < app_settings.JOB_MAX_ATTEMPTS:
-                job.status = Status.QUEUED
-                job.progress = "Retrying after an error"
-                job.save(update_fields=["status", "progress", "updated_at"])
-                countdown = _backoff(job.attempts)
-                transaction.on_commit(lambda: _enqueue(job_id, countdown))
+        except errors.ConciergeError as exc:
+            if 400 <= exc.status < 500:
+                # The capability's answer (errors.InvalidInput, errors.Conflict...), a refusal as on the synchronous
+                # path: the same input would be refused again, so it ends the job like ActionFailed.
+                _fail(job, exc.code, exc.message, **exc.details)
             else:
-                _fail(job, "concierge_error", "The capability failed; the error was logged.")
+                _crashed(job)
+        except Exception:
+            _crashed(job)
         return job.status
+
+
+def _crashed(job: Job) -> None:
+    """The capability raised (called in the except block): logged, and its job tried again or failed."""
+    logger.exception("Job %s failed (attempt %s)", job.pk, job.attempts)
+    if job.attempts < app_settings.JOB_MAX_ATTEMPTS:
+        job.status = Status.QUEUED
+        job.progress = "Retrying after an error"
+        job.save(update_fields=["status", "progress", "updated_at"])
+        job_id, countdown = job.pk, _backoff(job.attempts)
+        transaction.on_commit(lambda: _enqueue(job_id, countdown))
+    else:
+        _fail(job, "concierge_error", "The capability failed; the error was logged.")
 
 
 def _complete(job: Job, capability: Capability, outcome: Outcome) -> None:
