@@ -106,7 +106,7 @@ def test_e002_bad_setting_types_and_values(setting):
 def test_e013_a_site_key_that_does_not_load(tmp_path):
     with override_settings(AGENT_HANDSHAKE={"SITE_PRIVATE_KEY": "not-a-key"}):
         messages = checks.check_site_key()
-    assert ids(messages) == ["agent_handshake.E014"]
+    assert ids(messages) == ["agent_handshake.E013"]
     assert "not-a-key" not in messages[0].msg  # a secret is never echoed
     broken = tmp_path / "key.pem"
     broken.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
