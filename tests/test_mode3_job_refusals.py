@@ -119,3 +119,23 @@ def test_a_domain_error_raised_in_a_job_is_its_refusal_at_once_not_a_crash_retri
     assert AgentClient.objects.count() == clients  # the handler's write was rolled back
     polled = client.get(accepted.json()["poll"], headers=bearer(secret)).json()
     assert (polled["status"], polled["error"]) == ("failed", expected)
+
+
+def test_mcp_job_status_names_a_refused_jobs_fields_as_the_synchronous_tool_error_does(client, booking_capabilities):
+    from tests.test_mcp import call
+
+    _, secret = issue()
+    auth = {"version": "2025-06-18", "HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    arguments = {"query": "Book a slot", "time": "08:00"}
+    _, refused = call(client, "book_now", arguments, **auth)
+    assert refused["result"]["isError"] is True
+    assert refused["result"]["_meta"] == {"code": "invalid_request", "fields": ["input.time"]}
+
+    _, accepted = call(client, "book_later", arguments, **auth)
+    job_id = accepted["result"]["structuredContent"]["job_id"]
+    assert tasks.run_job(job_id) == Job.Status.FAILED
+    _, status = call(client, "job_status", {"job_id": job_id}, **auth)
+    structured = status["result"]["structuredContent"]
+    assert structured["status"] == "failed"
+    assert structured["error"] == {"code": "invalid_request", "message": MESSAGE, "fields": ["input.time"]}
+    assert json.loads(status["result"]["content"][1]["text"]) == structured  # the same, for clients of any revision
