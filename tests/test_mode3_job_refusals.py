@@ -139,3 +139,26 @@ def test_mcp_job_status_names_a_refused_jobs_fields_as_the_synchronous_tool_erro
     assert structured["status"] == "failed"
     assert structured["error"] == {"code": "invalid_request", "message": MESSAGE, "fields": ["input.time"]}
     assert json.loads(status["result"]["content"][1]["text"]) == structured  # the same, for clients of any revision
+
+
+def test_a_schema_templates_callback_names_a_refused_jobs_fields_as_the_synchronous_400_does(
+    client, booking_capabilities
+):
+    from tests.test_schema_templates import post
+
+    _, secret = issue()
+    refused, body = post(client, {"schema_id": "book_now_v1", "payload": {"time": "08:00"}}, secret)
+    assert refused.status_code == 400, body
+    assert body["error"] == {"code": "invalid_request", "message": MESSAGE, "fields": ["payload.time"]}
+
+    hook = Receiver().start()
+    try:
+        submission = {"schema_id": "book_later_v1", "payload": {"time": "08:00"}, "callback_url": hook.url()}
+        accepted, job = post(client, submission, secret)
+        assert accepted.status_code == 202, job
+        assert tasks.run_job(job["job_id"]) == Job.Status.FAILED
+        tasks.deliver_callback(job["job_id"])
+    finally:
+        hook.stop()
+    posted = json.loads(hook.requests[0]["body"])
+    assert (posted["status"], posted["error"]) == ("failed", body["error"])

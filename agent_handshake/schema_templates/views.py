@@ -224,5 +224,7 @@ def callback_body(job: Job) -> dict[str, Any]:
     if outcome is not None:
         return {**body, "result": outcome.data}
     if job.error:
-        body["error"] = {"code": job.error.get("code", "concierge_error"), "message": job.error.get("message", "")}
+        error = dict(job.error)
+        refusal = errors.ConciergeError(error.pop("message", ""), code=error.pop("code", "concierge_error"), **error)
+        body.update(error_body(refusal))  # its details (fields...) too, as a synchronous refusal's
     return body
