@@ -1,7 +1,8 @@
 """A small OpenAI-compatible HTTP server for the tests, on 127.0.0.1 (the only thing the tests fake).
 
 It records every request and answers ``/v1/chat/completions`` with what the test scripts (a function of the
-request) and ``/v1/embeddings`` with deterministic bag-of-words vectors; it can fail the next N requests with
+request) and ``/v1/embeddings`` with deterministic bag-of-words vectors (refusing, with a 400 as the real API does,
+an input over 8,192 tokens); it can fail the next N requests with
 a status code to exercise retries.
 """
 
@@ -15,6 +16,16 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+#: The real embedding models' input limit, in tokens.
+MAX_INPUT_TOKENS = 8192
+
+
+def approximate_tokens(text: str) -> int:
+    """About what a BPE tokenizer makes of ``text``: a token per word, and one per three characters of a long run
+    without spaces (base64, a URL)."""
+    return sum(max(1, math.ceil(len(word) / 3)) for word in text.split())
 
 
 def hashed_vector(text: str, dimensions: int) -> list[float]:
@@ -79,6 +90,11 @@ class FakeOpenAI:
                     return
                 if self.path.endswith("/embeddings"):
                     inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+                    too_long = [i for i, text in enumerate(inputs) if approximate_tokens(text) > MAX_INPUT_TOKENS]
+                    if too_long:  # as the real API refuses an input over the model's context
+                        message = f"Input {too_long[0]} is longer than the maximum context length (8192 tokens)."
+                        self._send(400, {"error": {"message": message, "type": "invalid_request_error"}})
+                        return
                     data = [
                         {"object": "embedding", "index": i, "embedding": hashed_vector(text, fake.dimensions)}
                         for i, text in enumerate(inputs)

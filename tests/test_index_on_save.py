@@ -139,3 +139,27 @@ def test_save_while_the_embedding_server_is_down_is_recovered_by_agent_reindex(
     with override_settings(AGENT_HANDSHAKE=embeddings):
         call_command("agent_reindex", verbosity=0)
     assert indexed(article)
+
+
+def test_a_passage_over_the_embedding_models_input_limit_is_embedded_with_the_openai_backend(fake_openai):
+    """A passage holding a long run without spaces (an image pasted as a data URI) is one "word" to the chunker, so
+    its passage was over the embeddings API's 8,192-token input: the server's 400 failed the object's indexing on
+    every try, and agent_reindex stopped at it. What is sent to be embedded is now cut to a size every such model
+    takes (the stored text and the full-text side are unchanged)."""
+    from django.core.management import call_command
+
+    from agent_handshake.models import EmbeddingIndex
+
+    EmbeddingIndex.objects.all().delete()
+    embeddings = {
+        "INDEX_ON_SAVE": "off",
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {"base_url": fake_openai.base_url, "max_retries": 0, "dimensions": 64},
+    }
+    pasted = "data:image/png;base64," + "iVBORw0KGgo" * 20_000
+    with override_settings(AGENT_HANDSHAKE=embeddings):
+        article = Article.objects.create(
+            title="Genmaicha", slug="genmaicha", body=f"Green tea with roasted rice. {pasted} Brew it at 80 °C."
+        )
+        call_command("agent_reindex", verbosity=0)
+    assert indexed(article)

@@ -161,7 +161,14 @@ class OpenAIEmbeddings(EmbeddingBackend):
 
     The ``openai`` client retries connection errors, 408/429 and 5xx answers with exponential backoff and
     jitter (``max_retries``); what still fails is raised as :class:`EmbeddingUnavailable` naming the server.
+
+    Each text is cut to :attr:`max_input_chars` before it is sent: a passage is about ``PASSAGE_WORDS`` words, but a
+    run without spaces (an image pasted as a data URI) is one word to the chunker, and a passage holding one would
+    be over the models' input limit (8,192 tokens), a 400 on every try. Characters, not tokens (no tokenizer is
+    needed): 8,000 are under that limit even at a token per character, and several times a passage's usual size.
     """
+
+    max_input_chars = 8000
 
     def __init__(
         self,
@@ -196,7 +203,9 @@ class OpenAIEmbeddings(EmbeddingBackend):
         rows: list[list[float]] = []
         extra = {"dimensions": self._requested_dimensions} if self._requested_dimensions else {}
         for start in range(0, len(texts), self.batch_size):
-            batch = [text if text.strip() else " " for text in texts[start : start + self.batch_size]]
+            batch = [
+                text[: self.max_input_chars] if text.strip() else " " for text in texts[start : start + self.batch_size]
+            ]
             try:
                 response = self._client.embeddings.create(model=self.model, input=batch, **extra)
             except self._openai.APIConnectionError as exc:
