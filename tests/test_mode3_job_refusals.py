@@ -162,3 +162,33 @@ def test_a_schema_templates_callback_names_a_refused_jobs_fields_as_the_synchron
         hook.stop()
     posted = json.loads(hook.requests[0]["body"])
     assert (posted["status"], posted["error"]) == ("failed", body["error"])
+
+
+def test_intentwebs_report_and_callback_name_a_refused_jobs_fields_as_its_error_envelopes_do(
+    client, booking_capabilities
+):
+    """IntentWeb's error envelope names the fields at fault (``fields``); a job refused for its input ends the
+    interaction with one that names them too, both in answer to the next message and in the callback."""
+    from agent_handshake.registry import capability_registry
+    from tests.test_intentweb import Agent, key
+
+    for capability in list(capability_registry):  # only the async booking is left for the intent to reach
+        if capability.name != "book_later":
+            capability_registry.unregister(capability.name)
+    hook = Receiver().start()
+    try:
+        agent = Agent(client, secret=key())
+        _, reply = agent.send("intent_request", "Book a slot", collected_information={"time": "08:00"},
+                              callback_url=hook.url())  # fmt: skip
+        assert reply["status"] == "accepted", reply
+        job_id = reply["external_id"]
+        assert tasks.run_job(job_id) == Job.Status.FAILED
+        status, reply = agent.send("information_request", "Any news?")
+        tasks.deliver_callback(job_id)
+    finally:
+        hook.stop()
+    assert (status, reply["flow_type"], reply["message"]) == (200, "error", MESSAGE)
+    assert reply["fields"] == ["collected_information.time"]
+    posted = json.loads(hook.requests[0]["body"])
+    agent.check(posted)  # a valid envelope, signed by the site
+    assert (posted["flow_type"], posted["fields"]) == ("error", ["collected_information.time"])

@@ -545,4 +545,9 @@ def job_reply(job: Job, interaction: Interaction) -> Reply:
     interaction.status = Interaction.Status.FAILED
     error = job.error or {}
     message = error.get("message") or job.progress or f"The job is {job.status}."
-    return Reply("error", cell(message, 600), status=str(job.status), fields={"external_id": str(job.pk)})
+    fields: dict[str, Any] = {"external_id": str(job.pk)}
+    named = error.get("fields")
+    if isinstance(named, list) and named:  # a refusal's fields, as an error envelope names them (render_error)
+        # A capability names its input as "input.<field>"; here that input is the collected_information.
+        fields["fields"] = [re.sub(r"^input\.", "collected_information.", str(name)) for name in named]
+    return Reply("error", cell(message, 600), status=str(job.status), fields=fields)
