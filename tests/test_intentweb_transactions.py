@@ -15,7 +15,7 @@ from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agent_handshake.models import IntentNonce, Interaction, TrustedActorKey
+from agent_handshake.models import IntentNonce, Interaction, Job, TrustedActorKey
 from tests.test_intentweb import Agent, only_title_lookup
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -119,3 +119,67 @@ def test_the_nonce_the_keys_and_the_interaction_must_share_a_database():
     assert database() == "default"
     with override_settings(DATABASE_ROUTERS=[f"{__name__}.SplitRouter"]), pytest.raises(ImproperlyConfigured):
         database()
+
+
+def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_interactions_row(
+    client, registries, settings, monkeypatch
+):
+    """An async intent's callback_url is checked (its host resolved) when the job is accepted, which takes as long
+    as DNS does: seconds for a slow name server, whose name the agent chooses. Done inside the message's
+    transaction, the interaction stays row-locked (and its nonce's insert pending) that long. The lookup is done
+    before the transaction; the delivery resolves and checks again, and connects to the address it checked."""
+    import socket
+
+    import agent_handshake
+    from tests.test_intentweb import key
+
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CALLBACK_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"]}
+    for capability in list(registries[1]):
+        if capability.action_type:
+            registries[1].unregister(capability.name)
+    agent_handshake.capability(
+        "book_later",
+        description="Book a tasting slot.",
+        action_type="async",
+        input_schema={"type": "object", "required": ["time"], "properties": {"time": {"type": "string"}}},
+        output_schema={"type": "object"},
+    )(lambda invocation: agent_handshake.Outcome({}, answer="Booked."))
+    agent = Agent(client, secret=key())
+    status, reply = agent.send("intent_request", "Book a tasting slot")
+    assert (status, reply["flow_type"]) == (200, "information_request"), reply
+
+    def interaction_locked() -> bool:
+        try:
+            with transaction.atomic():
+                Interaction.objects.select_for_update(nowait=True).get(interaction_id=agent.interaction_id)
+            return False
+        except Exception:
+            return True
+        finally:
+            connection.close()
+
+    during_lookup = []
+    resolve = socket.getaddrinfo
+
+    def spied(host, *args, **kwargs):
+        if host == "localhost":  # the callback's host (nothing else here resolves a name)
+            locked = []
+            checker = threading.Thread(target=lambda: locked.append(interaction_locked()))
+            checker.start()
+            checker.join()
+            during_lookup.append({"in_transaction": transaction.get_connection().in_atomic_block, "locked": locked[0]})
+        return resolve(host, *args, **kwargs)
+
+    # A callback URL the site refuses is still refused where it was, once the input is complete: no job.
+    status, reply = agent.send("information_response", "11:00", collected_information={"time": "11:00"},
+                               callback_url="http://192.0.2.1/hook")  # fmt: skip
+    assert (status, reply["status"]) == (200, "invalid_request"), reply
+    assert reply["required_fields"] == ["callback_url"]  # as the refusal names it: send another
+    assert not Job.objects.exists()
+
+    monkeypatch.setattr(socket, "getaddrinfo", spied)
+    status, reply = agent.send("information_response", "11:00", collected_information={"time": "11:00"},
+                               callback_url="http://localhost/hook")  # fmt: skip
+    assert (status, reply["status"]) == (200, "accepted"), reply
+    assert during_lookup == [{"in_transaction": False, "locked": False}]
+    assert Job.objects.get().callback_url == "http://localhost/hook"

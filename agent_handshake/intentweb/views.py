@@ -275,6 +275,7 @@ class IntentView(FrontDoorView):
         check_fresh(envelope)
         endpoint = endpoint_of(request._request)
         turn = self.turn_class(request, envelope, endpoint)
+        turn.check_callback()  # before the transaction: no row lock waits on DNS
         # One transaction: the nonce is spent with the work it allowed (a refused message spends nothing and
         # changes nothing; the same message refused again is no replay of anything). Neither step opens a
         # savepoint of its own: a refusal leaves this block, which rolls all of it back.
