@@ -39,30 +39,119 @@ from .conf import SETTING_NAME, app_settings
 AGENT_JSON = "application/agent+json"
 MARKDOWN = "text/markdown"
 
-_HEAD_CLOSE = re.compile(rb"</head\s*>", re.IGNORECASE)
-_BODY_CLOSE = re.compile(rb"</body\s*>", re.IGNORECASE)
 _HTML_OPEN = re.compile(rb"<html[\s>]", re.IGNORECASE)
-# In a stream, "</body>" is the end tag only where the parser reads markup: not in a comment, nor in the text of
-# an element whose content it does not parse (script and style, textarea and title, the older raw-text ones).
-_TEXT_ELEMENTS = (b"script", b"style", b"textarea", b"title", b"noscript", b"iframe", b"noembed", b"noframes", b"xmp")
-_MARKUP = re.compile(rb"<(?:(!--)|(" + b"|".join(_TEXT_ELEMENTS) + rb")[\s/>]|/body\s*>)", re.IGNORECASE)
-_COMMENT_END = re.compile(rb"--!?>")
-_TEXT_END = {name: re.compile(rb"</" + name + rb"[\s/>]", re.IGNORECASE) for name in _TEXT_ELEMENTS}
 # Where to look for "<html": the doctype and a comment or two come first, never kilobytes of content.
 _HTML_OPEN_WINDOW = 4096
 
+# The page's own </head> and </body> are the end tags the browser's tokenizer reads as markup (WHATWG HTML §13.2.5):
+# not a "</head>" in a comment, in the text of an element whose content is not markup (a script's string, a style
+# sheet, a textarea...), nor in a <template> (whose tree builder drops those end tags).
+_RAW_TEXT = (b"script", b"style", b"textarea", b"title", b"noscript", b"iframe", b"noembed", b"noframes", b"xmp")
+_NAME = rb"[a-zA-Z][^\s/>]*+"
+# A tag's attributes, to its ">".
+_ATTRIBUTES = rb"[^>]*+"
+# Everything that cannot hide an end tag nor start what does, in one regex call: text, a "<" that opens nothing,
+# a whole tag (but a raw-text element's or a template's start tag, and the end tags of head, body and template),
+# and a whole bogus comment (the doctype, "<?xml ...>", "</ x>"). It stops at one of those tags, a comment, or
+# where a chunk cuts a tag short.
+_SKIP = re.compile(
+    rb"(?:[^<]++|<(?=[^!/?a-zA-Z])"
+    rb"|<(?!(?i:" + b"|".join(_RAW_TEXT) + rb"|template)[\s/>])" + _NAME + _ATTRIBUTES + rb">"
+    rb"|</(?!(?i:head|body|template)[\s/>])" + _NAME + _ATTRIBUTES + rb">"
+    rb"|<(?:!(?!--)|\?|/(?![a-zA-Z]))[^>]*+>)*+"
+)
+_EVENT = re.compile(
+    rb"<(?:(!--)|((?i:" + b"|".join(_RAW_TEXT) + rb"|template))(?=[\s/>])|/((?i:head|body|template))(?=[\s/>]))"
+)
+_TAG_NAME = re.compile(rb"</?" + _NAME + rb"(?=[\s/>])")
+_ATTRIBUTES_TO_END = re.compile(_ATTRIBUTES)
+_COMMENT_END = re.compile(rb"--!?>")
+_RAW_TEXT_END = {name: re.compile(rb"</(?i:" + name + rb")(?=[\s/>])") for name in _RAW_TEXT}
+#: Bytes a comment's or a raw text's end may span (``</noframes `` and ``--!>`` included).
+_LONGEST_END = 16
+# What could end a comment, raw text or template that began before it (or is another body end).
+_CLOSERS = re.compile(rb"""--!?>|</(?i:""" + b"|".join(_RAW_TEXT) + rb"""|template|body)(?=[\s/>])""")
+_TAG_NAME_ENDS = (b" ", b"\t", b"\n", b"\r", b"\f", b"/", b">")
 
-def _find_tag(data: bytes, literal: bytes, pattern: re.Pattern[bytes], *, last: bool = False) -> int:
-    """Position of a closing tag: a plain byte search first (fast on 100 KB pages), the regex only if the
-    page spells it oddly (``</BODY >``, ``</Body>``)."""
-    for spelling in (literal, literal.upper()):
-        position = data.rfind(spelling) if last else data.find(spelling)
-        if position >= 0:
-            return position
-    positions = [match.start() for match in pattern.finditer(data)]
-    if not positions:
-        return -1
-    return positions[-1] if last else positions[0]
+
+class EndTagScanner:
+    """Finds a page's end tags as the browser's tokenizer reads them, in a page given whole or a chunk at a time.
+
+    Between chunks it carries where the scan is: in markup, in a tag, in a comment or in raw text, and how deep in
+    templates. A chunk may cut anything short: ``find`` says from where the next call must be given the bytes
+    again.
+    """
+
+    def __init__(self) -> None:
+        #: What ends the comment or raw text the scan is in; None in markup and in a tag.
+        self.until: re.Pattern[bytes] | None = None
+        self.in_tag = False
+        #: After the tag being read: the raw text of the element it starts (script, style...), ended by this.
+        self.raw_text_end: re.Pattern[bytes] | None = None
+        self.templates = 0
+
+    def last_body_end(self, data: bytes, position: int) -> int:
+        """In the last of a page's data, read from ``position`` in markup: where its last "</body>" starts when
+        nothing after it could end a comment, raw text or template it would be in, nor is another
+        "</body>"; -1 otherwise. On a page whose body ends once (the usual "</body></html>") that is the end tag
+        ``find`` would reach, found from the page's end instead of after reading the whole body."""
+        if self.in_tag or self.until is not None or self.templates:
+            return -1
+        # (One in the other case after it is another "</body>" to _CLOSERS.)
+        end = data.rfind(b"</body", position)
+        if end < 0:
+            end = data.rfind(b"</BODY", position)
+        if end < 0 or data[end + 6 : end + 7] not in _TAG_NAME_ENDS or _CLOSERS.search(data, end + 6):
+            return -1
+        return end
+
+    def find(self, data: bytes, position: int, names: tuple[bytes, ...]) -> tuple[int, bytes, int]:
+        """The first end tag in ``data`` from ``position`` whose (lower-case) name is in ``names``:
+        ``(where it starts, its name, where the scan goes on)``; ``(-1, b"", where the next scan starts)`` if none."""
+        while True:
+            if self.in_tag:
+                end = _ATTRIBUTES_TO_END.match(data, position).end()
+                if data[end : end + 1] == b">":
+                    self.in_tag, self.until, self.raw_text_end = False, self.raw_text_end, None
+                    position = end + 1
+                else:
+                    return -1, b"", end  # a tag cut short: read again with the next chunk
+            elif self.until is not None:
+                match = self.until.search(data, position)
+                if match is None:
+                    return -1, b"", max(position, len(data) - _LONGEST_END)
+                # A comment's end goes back to markup, raw text's to a tag (the raw text's end tag).
+                self.in_tag, self.until, position = self.until is not _COMMENT_END, None, match.end()
+            else:
+                stop = _SKIP.match(data, position).end()
+                event = _EVENT.match(data, stop)
+                if event is None:
+                    tag = _TAG_NAME.match(data, stop)
+                    if tag is None:
+                        return -1, b"", stop  # the end of the data, or a tag or comment cut short
+                    self.in_tag, position = True, tag.end()
+                    continue
+                comment, start, end_name = event.groups()
+                if comment:
+                    # From the "--" of "<!--": "<!-->" and "<!--->" are whole (empty) comments.
+                    self.until, position = _COMMENT_END, stop + 2
+                    continue
+                self.in_tag, position = True, event.end()
+                if start:
+                    name = start.lower()
+                    if name == b"template":
+                        self.templates += 1
+                    else:
+                        self.raw_text_end = _RAW_TEXT_END[name]
+                else:
+                    name = end_name.lower()
+                    if name == b"template":
+                        self.templates = max(self.templates - 1, 0)
+                    elif name in names and not self.templates:
+                        end = _ATTRIBUTES_TO_END.match(data, position).end()
+                        if data[end : end + 1] == b">":  # the end tag is whole: the scan goes on in markup after it
+                            self.in_tag, position = False, end + 1
+                        return stop, name, position
 
 
 def placed_marker(piece: str) -> str:
@@ -108,10 +197,12 @@ class HtmlInjector:
     ``placed_marker``), looked for as the page streams by. Enough trailing bytes are held back between chunks
     that a closing tag or a marker split across two chunks is still found.
 
-    A whole page (``rewrite``) gets the notice before its last ``</body>``: a "</body>" in a script's string or a
-    comment comes before the real one. A stream cannot wait for the last one without holding the rest of the
-    page back, so it gets the notice before the first ``</body>`` that is markup, and whether the scan is inside
-    a comment or a script (style, textarea...) is carried from chunk to chunk.
+    The end tags are the first ``</head>`` and ``</body>`` that are markup (``EndTagScanner``), whether the page
+    comes whole (``rewrite``) or streams: a "</head>" or "</body>" in a script's string or a comment comes before
+    the real one, and a stream cannot wait for the last one without holding the rest back. A
+    whole page's body is not read tag by tag when its last "</body>" is followed by nothing that could end what
+    would hide it (``last_body_end``): the same end tag on a page whose body ends once; on one that ends twice in
+    markup (a pasted document's "</body>"), the notice goes before the last, still in the body.
     """
 
     #: Bytes kept back between chunks at least: longer than any spelling of ``</head>``/``</body>`` looked for.
@@ -127,78 +218,56 @@ class HtmlInjector:
         self.hold = max(self.HOLD, len(link_marker), len(notice_marker))
         self.saw_html = False
         self.pending = b""
-        # A stream's scan: where in ``pending`` it goes on, and what ends the comment or element it is in (if any).
+        self.scanner = EndTagScanner()
+        #: Where in ``pending`` the scanner goes on.
         self.scan_from = 0
-        self.text_end: re.Pattern[bytes] | None = None
 
-    def _stream_body_end(self, data: bytes) -> int:
-        """Where the first ``</body>`` in ``data`` that is markup starts (-1: none), scanning on from ``scan_from``;
-        ``scan_from`` is left where the next chunk's scan starts."""
-        position = self.scan_from
-        while True:
-            if self.text_end is None:
-                match = _MARKUP.search(data, position)
-                if match is None:
-                    break
-                if match[1]:
-                    # From the "--" of "<!--": "<!-->" and "<!--->" are whole (empty) comments.
-                    self.text_end, position = _COMMENT_END, match.start() + 2
-                elif match[2]:
-                    self.text_end, position = _TEXT_END[match[2].lower()], match.end()
-                else:
-                    return match.start()
-            else:
-                match = self.text_end.search(data, position)
-                if match is None:
-                    break
-                self.text_end, position = None, match.end()
-        # The data may end in a tag cut short (none is longer than ``hold``): the next chunk completes it.
-        self.scan_from = max(position, len(data) - self.hold)
-        return -1
-
-    def _insertions(self, data: bytes, whole: bool) -> list[tuple[int, bytes]]:
+    def _insertions(self, data: bytes, last: bool) -> list[tuple[int, bytes]]:
         """Where to insert what in ``data``; marks each piece done once it is placed (by us or before us)."""
+        if self.link is not None and self.link_marker and self.link_marker in data:
+            self.link = None
+        if self.notice is not None and self.notice_marker and self.notice_marker in data:
+            self.notice = None
         insertions = []
-        if self.link is not None:
-            if self.link_marker and self.link_marker in data:
+        while names := (b"head",) * (self.link is not None) + (b"body",) * (self.notice is not None):
+            # A whole page's body need not be read tag by tag when its end is plain (the usual "</body></html>").
+            if last and names == (b"body",) and (position := self.scanner.last_body_end(data, self.scan_from)) >= 0:
+                insertions.append((position, self.notice))
+                self.notice = None
+                break
+            position, name, self.scan_from = self.scanner.find(data, self.scan_from, names)
+            if position < 0:
+                break
+            if name == b"head":
+                insertions.append((position, self.link))
                 self.link = None
             else:
-                head_end = _find_tag(data, b"</head>", _HEAD_CLOSE)
-                if head_end >= 0:
-                    insertions.append((head_end, self.link))
-                    self.link = None
-        if self.notice is not None:
-            if self.notice_marker and self.notice_marker in data:
+                insertions.append((position, self.notice))
                 self.notice = None
-            else:
-                body_end = _find_tag(data, b"</body>", _BODY_CLOSE, last=True) if whole else self._stream_body_end(data)
-                if body_end >= 0:
-                    insertions.append((body_end, self.notice))
-                    self.notice = None
-                elif not self.saw_html and _HTML_OPEN.search(data, 0, _HTML_OPEN_WINDOW):
-                    self.saw_html = True
+        if self.notice is not None and not self.saw_html and _HTML_OPEN.search(data, 0, _HTML_OPEN_WINDOW):
+            self.saw_html = True
         return insertions
 
-    def feed(self, chunk: bytes, *, whole: bool = False) -> bytes:
+    def feed(self, chunk: bytes, *, last: bool = False) -> bytes:
+        """The page's bytes from ``chunk`` on that can be sent now; ``last``: no chunk follows."""
         data = self.pending + chunk if self.pending else chunk
-        insertions = self._insertions(data, whole)
+        insertions = self._insertions(data, last)
         if insertions:
             # One copy of the page, however many insertions (this runs on every HTML response).
             view, pieces, previous = memoryview(data), [], 0
-            for position, text in sorted(insertions, key=lambda item: item[0]):
+            for position, text in insertions:  # in the page's order, as the scan found them
                 pieces += [view[previous:position], text]
                 previous = position
             pieces.append(view[previous:])
             data = b"".join(pieces)
-            # A stream's scan goes on after what was inserted before where it stopped.
+            # The scan goes on after what was inserted before where it stopped.
             self.scan_from += sum(len(text) for position, text in insertions if position < self.scan_from)
         if self.link is None and self.notice is None:
             self.pending = b""
             return data
-        cut = max(len(data) - self.hold, 0)
-        if self.notice is not None and not whole:
-            cut = min(cut, self.scan_from)  # what the scan has not read yet stays for the next chunk
-            self.scan_from -= cut
+        # What the scan has not read yet stays for the next chunk.
+        cut = min(max(len(data) - self.hold, 0), self.scan_from)
+        self.scan_from -= cut
         self.pending = data[cut:]
         return data[:cut]
 
@@ -210,7 +279,7 @@ class HtmlInjector:
         return data
 
     def rewrite(self, content: bytes) -> bytes:
-        return self.feed(content, whole=True) + self.finish()
+        return self.feed(content, last=True) + self.finish()
 
 
 class _Fragments(NamedTuple):
