@@ -44,12 +44,14 @@ _HTML_OPEN = re.compile(rb"<html[\s>]", re.IGNORECASE)
 _HTML_OPEN_WINDOW = 4096
 
 # The page's own </head> and </body> are the end tags the browser's tokenizer reads as markup (WHATWG HTML §13.2.5):
-# not a "</head>" in a comment, in the text of an element whose content is not markup (a script's string, a style
-# sheet, a textarea...), nor in a <template> (whose tree builder drops those end tags).
+# not a "</head>" in a comment, in an attribute value, in the text of an element whose content is not markup (a
+# script's string, a style sheet, a textarea...), nor in a <template> (whose tree builder drops those end tags).
 _RAW_TEXT = (b"script", b"style", b"textarea", b"title", b"noscript", b"iframe", b"noembed", b"noframes", b"xmp")
 _NAME = rb"[a-zA-Z][^\s/>]*+"
-# A tag's attributes, to its ">".
-_ATTRIBUTES = rb"[^>]*+"
+# A tag's attributes: a quote opens a value only after "=" (and spaces), and the value runs to the same quote; the
+# rest (names, unquoted values, spaces) runs to ">" or "=". An "=" is read only with what follows it, so the scan of
+# a chunk that ends after one stops before it. Possessive: no backtracking, linear in the page.
+_ATTRIBUTES = rb"""(?:[^>=]++|=\s*+(?:"[^"]*+"|'[^']*+'|(?=[^\s"'])))*+"""
 # Everything that cannot hide an end tag nor start what does, in one regex call: text, a "<" that opens nothing,
 # a whole tag (but a raw-text element's or a template's start tag, and the end tags of head, body and template),
 # and a whole bogus comment (the doctype, "<?xml ...>", "</ x>"). It stops at one of those tags, a comment, or
@@ -65,25 +67,28 @@ _EVENT = re.compile(
 )
 _TAG_NAME = re.compile(rb"</?" + _NAME + rb"(?=[\s/>])")
 _ATTRIBUTES_TO_END = re.compile(_ATTRIBUTES)
+_QUOTE_OPEN = re.compile(rb"""=\s*+(["'])""")
+_QUOTE_END = {quote: re.compile(quote) for quote in (b'"', b"'")}
+_QUOTE_ENDS = tuple(_QUOTE_END.values())
 _COMMENT_END = re.compile(rb"--!?>")
 _RAW_TEXT_END = {name: re.compile(rb"</(?i:" + name + rb")(?=[\s/>])") for name in _RAW_TEXT}
 #: Bytes a comment's or a raw text's end may span (``</noframes `` and ``--!>`` included).
 _LONGEST_END = 16
-# What could end a comment, raw text or template that began before it (or is another body end).
-_CLOSERS = re.compile(rb"""--!?>|</(?i:""" + b"|".join(_RAW_TEXT) + rb"""|template|body)(?=[\s/>])""")
+# What could end a comment, raw text, quoted value or template that began before it (or is another body end).
+_CLOSERS = re.compile(rb"""--!?>|["']|</(?i:""" + b"|".join(_RAW_TEXT) + rb"""|template|body)(?=[\s/>])""")
 _TAG_NAME_ENDS = (b" ", b"\t", b"\n", b"\r", b"\f", b"/", b">")
 
 
 class EndTagScanner:
     """Finds a page's end tags as the browser's tokenizer reads them, in a page given whole or a chunk at a time.
 
-    Between chunks it carries where the scan is: in markup, in a tag, in a comment or in raw text, and how deep in
-    templates. A chunk may cut anything short: ``find`` says from where the next call must be given the bytes
-    again.
+    Between chunks it carries where the scan is: in markup, in a tag's attributes (in a quoted value), in a
+    comment or in raw text, and how deep in templates. A chunk may cut anything short: ``find`` says from where the
+    next call must be given the bytes again.
     """
 
     def __init__(self) -> None:
-        #: What ends the comment or raw text the scan is in; None in markup and in a tag.
+        #: What ends the comment, raw text or quoted value the scan is in; None in markup and in a tag.
         self.until: re.Pattern[bytes] | None = None
         self.in_tag = False
         #: After the tag being read: the raw text of the element it starts (script, style...), ended by this.
@@ -92,7 +97,7 @@ class EndTagScanner:
 
     def last_body_end(self, data: bytes, position: int) -> int:
         """In the last of a page's data, read from ``position`` in markup: where its last "</body>" starts when
-        nothing after it could end a comment, raw text or template it would be in, nor is another
+        nothing after it could end a comment, raw text, quoted value or template it would be in, nor is another
         "</body>"; -1 otherwise. On a page whose body ends once (the usual "</body></html>") that is the end tag
         ``find`` would reach, found from the page's end instead of after reading the whole body."""
         if self.in_tag or self.until is not None or self.templates:
@@ -114,13 +119,17 @@ class EndTagScanner:
                 if data[end : end + 1] == b">":
                     self.in_tag, self.until, self.raw_text_end = False, self.raw_text_end, None
                     position = end + 1
+                elif quote := _QUOTE_OPEN.match(data, end):
+                    self.in_tag, self.until, position = False, _QUOTE_END[quote[1]], quote.end()
                 else:
-                    return -1, b"", end  # a tag cut short: read again with the next chunk
+                    return -1, b"", end  # a name or a value cut short: read again with the next chunk
             elif self.until is not None:
                 match = self.until.search(data, position)
                 if match is None:
+                    if self.until in _QUOTE_ENDS:
+                        return -1, b"", len(data)
                     return -1, b"", max(position, len(data) - _LONGEST_END)
-                # A comment's end goes back to markup, raw text's to a tag (the raw text's end tag).
+                # A comment's end goes back to markup, a quote's or raw text's to a tag (the raw text's end tag).
                 self.in_tag, self.until, position = self.until is not _COMMENT_END, None, match.end()
             else:
                 stop = _SKIP.match(data, position).end()
@@ -198,8 +207,8 @@ class HtmlInjector:
     that a closing tag or a marker split across two chunks is still found.
 
     The end tags are the first ``</head>`` and ``</body>`` that are markup (``EndTagScanner``), whether the page
-    comes whole (``rewrite``) or streams: a "</head>" or "</body>" in a script's string or a comment comes before
-    the real one, and a stream cannot wait for the last one without holding the rest back. A
+    comes whole (``rewrite``) or streams: a "</head>" or "</body>" in a script's string, a comment or an attribute
+    value comes before the real one, and a stream cannot wait for the last one without holding the rest back. A
     whole page's body is not read tag by tag when its last "</body>" is followed by nothing that could end what
     would hide it (``last_body_end``): the same end tag on a page whose body ends once; on one that ends twice in
     markup (a pasted document's "</body>"), the notice goes before the last, still in the body.

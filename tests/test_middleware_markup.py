@@ -1,6 +1,6 @@
 """Where the discovery middleware inserts the <link> tag and the notice: before the page's real ``</head>`` and
 ``</body>``, the end tags the browser reads as markup, not a "</head>" or "</body>" written in a script, a style
-sheet, a comment, a template or an element's text; in a whole page and in a stream alike."""
+sheet, a comment, a template, an element's text or an attribute value; in a whole page and in a stream alike."""
 
 from __future__ import annotations
 
@@ -40,6 +40,17 @@ function printRecipe() {
 </body></html>
 """
 
+#: A page whose markup carries "</head>" and "</body>" in attribute values (data for a script, a tooltip).
+ATTRIBUTE_PAGE = b"""<!DOCTYPE html>
+<html><head><title>Snippets</title>
+<meta name="description" content='How to close a page: </head> then </body>'>
+</head>
+<body><h1>Closing tags</h1>
+<div data-snippet="</body></html>" title='ends with </body>'><p>The last tags of a page.</p></div>
+<p data-x=a class=note>An unquoted attribute</p>
+</body></html>
+"""
+
 
 def _whole(page):
     def view(request):
@@ -60,6 +71,8 @@ def _streamed(page):
 urlpatterns = [
     path("print-script/", _whole(PRINT_SCRIPT_PAGE)),
     path("print-script/stream/", _streamed(PRINT_SCRIPT_PAGE)),
+    path("attributes/", _whole(ATTRIBUTE_PAGE)),
+    path("attributes/stream/", _streamed(ATTRIBUTE_PAGE)),
     path("", include("tests.urls")),
 ]
 
@@ -117,4 +130,48 @@ def test_a_whole_page_gets_the_notice_before_its_end_tag_not_in_a_script_after_i
     end tag, the first that is markup."""
     page = b'<html><head></head><body><p>x</p></body>\n<script>document.write("</body>")</script></html>'
     expected = page.replace(b"</head>", b"[L]</head>").replace(b"</p></body>", b"</p>[N]</body>")
+    assert_every_cut_gives_the_whole_page_result(page, expected)
+
+
+# 2. A "</body>" (or "</head>") in an attribute value is not an end tag.
+
+
+@override_settings(ROOT_URLCONF=__name__)
+@pytest.mark.parametrize("url", ["/attributes/", "/attributes/stream/?chunk=1", "/attributes/stream/?chunk=9"])
+def test_the_notice_goes_before_the_real_body_end_tag_not_one_in_an_attribute(client, url):
+    """A streamed page got the notice inside the ``data-snippet`` attribute's value, which then read
+    "<section class=..." in the page's script, and the notice's own text showed as a broken tag."""
+    html = fetch(client, url)
+    assert_placed_before_the_real_end_tags(html, ATTRIBUTE_PAGE, b"</head>\n<body><h1>", b"</body></html>\n")
+    assert b"<div data-snippet=\"</body></html>\" title='ends with </body>'>" in html
+
+
+def test_the_injector_skips_attribute_values_at_every_chunk_boundary():
+    real_head, real_body = b"</head>\n<body><h1>", b"</p>\n</body></html>\n"
+    expected = ATTRIBUTE_PAGE.replace(real_head, b"[L]" + real_head).replace(real_body, b"</p>\n[N]</body></html>\n")
+    assert_every_cut_gives_the_whole_page_result(ATTRIBUTE_PAGE, expected)
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        # A quote only opens a value after "=": elsewhere it is part of an attribute's name.
+        (b'<html><body><p a"b=">"></body></html>', b'<html><body><p a"b=">">[N]</body></html>'),
+        (b"<html><body><p a'=x></body></html>", b"<html><body><p a'=x>[N]</body></html>"),
+        # An unquoted value ends at a space or ">", quotes in it included.
+        (b'<html><body><p a=b"c></body></html>', b'<html><body><p a=b"c>[N]</body></html>'),
+        (b"<html><body><p a = '</body>' / ></body></html>", b"<html><body><p a = '</body>' / >[N]</body></html>"),
+        # An end tag's (ignored) attributes are read the same way.
+        (b'<html><body></p x="</body>"></body></html>', b'<html><body></p x="</body>">[N]</body></html>'),
+        # A script's end tag may carry attributes too; text after it is markup again.
+        (
+            b"<html><body><script>a</script x='>'></body></html>",
+            b"<html><body><script>a</script x='>'>[N]</body></html>",
+        ),
+        # "<" that opens no tag, "</" that opens a bogus comment.
+        (b"<html><body>1 < 2 <3 </ x></body></html>", b"<html><body>1 < 2 <3 </ x>[N]</body></html>"),
+        (b"<html><body><!x </body> --></body></html>", b"<html><body><!x </body> -->[N]</body></html>"),
+    ],
+)
+def test_the_injector_reads_tags_as_the_html_tokenizer_does(page, expected):
     assert_every_cut_gives_the_whole_page_result(page, expected)
