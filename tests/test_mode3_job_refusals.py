@@ -192,3 +192,24 @@ def test_intentwebs_report_and_callback_name_a_refused_jobs_fields_as_its_error_
     posted = json.loads(hook.requests[0]["body"])
     agent.check(posted)  # a valid envelope, signed by the site
     assert (posted["flow_type"], posted["fields"]) == ("error", ["collected_information.time"])
+
+
+def test_an_async_jobs_input_refusal_names_its_fields_in_nlwebs_await(client, booking_capabilities):
+    """NLWeb's ``/await`` rebuilt a failed job's Failure from its message alone: the fields a synchronous Failure
+    names in ``error.details`` were lost."""
+    from tests.test_nlweb import post
+
+    _, secret = issue()
+    query = {"text": "Book a slot", "input": {"time": "08:00"}}
+    response, refused = post(client, "/ask", {"query": {**query, "capability": "book_now"}}, **bearer(secret))
+    assert response.status_code == 400, refused
+    synchronous_fields = refused["error"]["details"]["fields"]
+    assert synchronous_fields == ["input.time"]  # as the capability named it
+
+    response, promise = post(client, "/ask", {"query": {**query, "capability": "book_later"}}, **bearer(secret))
+    assert response.status_code == 202, promise
+    job_id = promise["promise"]["token"]
+    assert tasks.run_job(job_id) == Job.Status.FAILED
+    response, failure = post(client, "/await", {"promise_token": job_id, "action": "checkin"}, **bearer(secret))
+    assert failure["error"]["message"] == MESSAGE, failure
+    assert failure["error"]["details"]["fields"] == synchronous_fields

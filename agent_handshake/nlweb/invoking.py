@@ -172,10 +172,13 @@ def job_response(job: Job, *, cancelling: bool = False, conversation_id: str | N
         capability = capability_registry.get(job.capability) or Capability(job.capability, "", mode="MODE3")
         return Response(render.answer([action_item(capability, outcome)], response_format="conv_search",
                                       conversation_id=conversation_id))  # fmt: skip
-    error = job.error or {}
+    error = dict(job.error or {})
+    message, reason = error.pop("message", None), error.pop("code", None)
+    error.pop("reason", None)
     failure = errors.ConciergeError(
-        error.get("message") or job.progress or f"The job is {job.status}.",
+        message or job.progress or f"The job is {job.status}.",
         code=FAILURES.get(job.status, "JOB_FAILED"),
-        reason=error.get("code") or job.status,
+        reason=reason or job.status,
+        **error,  # the refusal's details (its fields), as a synchronous Failure has them
     )
     return Response(render.failure(failure, conversation_id), status=200)
