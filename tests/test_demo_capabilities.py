@@ -162,3 +162,18 @@ def test_a_booking_for_a_blank_name_is_refused(client, shop, bearer, name):
     assert response.status_code == 400, response.json()
     assert response.json()["fields"] == ["input.name"]
     assert not Appointment.objects.exists()
+
+
+def test_a_booking_on_a_day_the_shop_is_closed_names_the_date(client, shop, bearer):
+    """The shop is closed on Sundays and Mondays: the date is what to change, not the time (an agent, or the intent
+    page, corrects the field the refusal names)."""
+    sunday = timezone.localdate() + datetime.timedelta(days=1)
+    while sunday.weekday() != 6:
+        sunday += datetime.timedelta(days=1)
+    for day in (sunday, sunday + datetime.timedelta(days=1)):
+        response = book(client, bearer, date=day.isoformat())
+        assert response.status_code == 400, response.json()
+        assert response.json()["fields"] == ["input.date"], day
+    early = book(client, bearer, time="09:30")
+    assert early.status_code == 400
+    assert early.json()["fields"] == ["input.time"]

@@ -293,10 +293,12 @@ def test_a_refusal_the_client_can_fix_asks_again(client, demo_content):
     assert status == 200, reply
     assert reply["flow_type"] == "information_request"
     assert "Tuesday to Saturday" in reply["message"]
-    assert reply["required_fields"] == ["time"]
-    assert "time" not in reply["collected_information"]
+    assert reply["required_fields"] == ["date"]  # the day is what to change, not the time
+    assert "date" not in reply["collected_information"]
     # Invalid values are named and asked again; nothing collected before is lost.
-    status, reply = agent.send("information_response", "y", collected_information={"time": "25:99"})
+    status, reply = agent.send(
+        "information_response", "y", collected_information={"date": booking["date"], "time": "25:99"}
+    )
     assert reply["required_fields"] == ["time"]
     assert "25:99" in reply["message"]
     assert reply["collected_information"]["name"] == "Ada"

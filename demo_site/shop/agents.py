@@ -480,7 +480,12 @@ def book_appointment(invocation: Invocation) -> Outcome:
     today = timezone.localdate()
     if not today < day <= today + datetime.timedelta(days=90):
         raise ActionFailed("Bookings are taken from tomorrow up to 90 days ahead.", fields=["input.date"])
-    if day.weekday() in (0, 6) or not OPENING_HOURS[0] <= at < OPENING_HOURS[1]:
+    if day.weekday() in (0, 6):  # the day is what to change, not the time
+        raise ActionFailed(
+            f"The shop is closed on {day:%A}s; it takes bookings Tuesday to Saturday, 10:00 to 17:00.",
+            fields=["input.date"],
+        )
+    if not OPENING_HOURS[0] <= at < OPENING_HOURS[1]:
         raise ActionFailed("The shop takes bookings Tuesday to Saturday, 10:00 to 17:00.", fields=["input.time"])
     ends = (datetime.datetime.combine(day, at) + DURATIONS[data["service"]]).time()
     if ends > OPENING_HOURS[1]:  # a 45-minute tasting at 16:30 would run past closing
