@@ -98,6 +98,32 @@ def noted(result: Result) -> Result:
     return result
 
 
+@dataclass(frozen=True)
+class CallbackCheck:
+    """A callback URL, checked: the refusal an async call gives for it (None: no URL, or a safe one)."""
+
+    url: str
+    field: str
+    refusal: Refused | None
+
+
+def check_callback(url: str, field: str = "callback_url") -> CallbackCheck:
+    """Check a callback URL named by the request's ``field``, resolving its host.
+
+    That takes as long as DNS does (seconds, for a name server the agent may choose), so a front door asks before
+    its transaction, holding no row lock meanwhile, and gives the answer to its :class:`Call`
+    (:attr:`Call.callback_check`). Checking early opens no rebinding window: a delivery resolves and checks the host
+    again and connects only to an address it checked.
+    """
+    refusal = None
+    if url:
+        try:
+            callbacks.check_callback_url(url)
+        except callbacks.UnsafeCallbackURL as exc:
+            refusal = Refused(errors.InvalidInput(f"{field} is refused: {exc}", fields=[field]))
+    return CallbackCheck(url, field, refusal)
+
+
 #: A front door's rendering of a result: (HTTP status, JSON body).
 Rendered = tuple[int, dict[str, Any]]
 
@@ -134,8 +160,9 @@ class Call:
     savepoint: bool = True
     #: Whether :meth:`respond` returned a stored response (an idempotent retry).
     replayed: bool = field(default=False, init=False)
-    #: :meth:`check_callback`'s answer, once asked: (asked, the refusal or None).
-    _callback_checked: tuple[bool, Refused | None] = field(default=(False, None), init=False, repr=False)
+    #: The callback URL's check (:func:`check_callback`), when the front door made it before its own transaction
+    #: (IntentWeb's message); else :meth:`respond` makes it before the call's.
+    callback_check: CallbackCheck | None = field(default=None, repr=False)
 
     @property
     def key(self) -> ApiKey | None:
@@ -283,24 +310,16 @@ class Call:
         return NeedsInput(question, missing, session.pk)
 
     def check_callback(self) -> Refused | None:
-        """The refusal of an async call's unsafe callback URL (None: no URL, or a safe one), checked once.
-
-        The check resolves the URL's host, which takes as long as DNS does (seconds, for a name server the agent
-        may choose), so :meth:`respond` asks before its transaction, holding no row lock meanwhile; the refusal is
-        still given only where :meth:`accept` gives it, after the input's. Checking early opens no rebinding
-        window: a delivery resolves and checks the host again and connects only to an address it checked.
-        """
-        asked, refusal = self._callback_checked
-        if not asked:
-            if self.callback_url and self.capability.action_type == "async":
-                try:
-                    callbacks.check_callback_url(self.callback_url)
-                except callbacks.UnsafeCallbackURL as exc:
-                    refusal = Refused(
-                        errors.InvalidInput(f"{self.callback_field} is refused: {exc}", fields=[self.callback_field])
-                    )
-            self._callback_checked = (True, refusal)
-        return refusal
+        """The refusal of an async call's unsafe callback URL (None: no URL, or a safe one), checked once
+        (:func:`check_callback`): :meth:`respond` asks before its transaction, unless the front door gave the check
+        it made before its own (:attr:`callback_check`); the refusal is still given only where :meth:`accept` gives
+        it, after the input's."""
+        if self.capability.action_type != "async":
+            return None
+        check = self.callback_check
+        if check is None or (check.url, check.field) != (self.callback_url, self.callback_field):
+            check = self.callback_check = check_callback(self.callback_url, self.callback_field)
+        return check.refusal
 
     def accept(self, data: dict[str, Any], session: ConverseSession | None = None) -> Accepted | Refused:
         refusal = self.check_callback()

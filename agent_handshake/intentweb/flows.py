@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from django.db import IntegrityError, transaction
 from rest_framework.request import Request
 
-from ..concierge import callbacks, calls, errors, jobs, routing
+from ..concierge import calls, errors, jobs, routing
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
 from ..concierge.invocation import answer_input, check_input
@@ -127,8 +127,8 @@ class Turn:
     usages: list[ratelimit.Usage] = field(default_factory=list)
     #: How the capability is called: the intent page's call counts its limit per client address (:mod:`.page`).
     call_class: ClassVar[type[calls.Call]] = calls.Call
-    #: :meth:`check_callback`'s answer, once asked: (asked, the refusal or None), as a call keeps its own.
-    callback_checked: tuple[bool, calls.Refused | None] = field(default=(False, None), init=False, repr=False)
+    #: The envelope's ``callback_url`` checked before the message's transaction (:meth:`check_callback`).
+    callback_check: calls.CallbackCheck | None = field(default=None, init=False, repr=False)
 
     @property
     def owner(self) -> Owner:
@@ -136,18 +136,11 @@ class Turn:
 
     def check_callback(self) -> None:
         """Check the envelope's ``callback_url`` (resolving its host) before the message's transaction
-        (:meth:`.views.IntentView.process`), as :meth:`calls.Call.check_callback` does before a call's: DNS takes as
-        long as the agent's name server wants, and the interaction's row stays locked for the whole transaction. The
-        capability is known only in the transaction, so the answer is kept for the call (:meth:`call`), which gives
+        (:meth:`.views.IntentView.process`), as :meth:`calls.Call.respond` does before a call's: DNS takes as long as
+        the agent's name server wants, and the interaction's row stays locked for the whole transaction. The
+        capability is known only in the transaction, so the check is given to the call (:meth:`call`), which gives
         the refusal where it always did: an async capability's, after the input's."""
-        url = self.envelope.callback_url
-        refusal = None
-        if url:
-            try:
-                callbacks.check_callback_url(url)
-            except callbacks.UnsafeCallbackURL as exc:
-                refusal = calls.Refused(errors.InvalidInput(f"callback_url is refused: {exc}", fields=["callback_url"]))
-        self.callback_checked = (True, refusal)
+        self.callback_check = calls.check_callback(self.envelope.callback_url)
 
     @property
     def address(self) -> str | None:
@@ -420,7 +413,7 @@ class Turn:
         interaction = self.interaction
         assert interaction is not None
         chain = self.envelope.chain
-        call = self.call_class(
+        return self.call_class(
             capability=capability,
             owner=self.owner,
             request=self.request._request,
@@ -433,12 +426,10 @@ class Turn:
             callback_url=self.envelope.callback_url,
             content_type="application/action-result",
             savepoint=False,  # in the message's transaction (IntentView.process), which a refusal rolls back
+            callback_check=self.callback_check,  # checked before the transaction: no DNS in it
             # A retry is the same message with a new nonce and time: those are left out of the fingerprint.
             fingerprint_of={k: v for k, v in self.envelope.body.items() if k not in ("attribution", "timestamp")},
         )
-        if self.callback_checked[0] and capability.action_type == "async":
-            call._callback_checked = self.callback_checked  # checked before the transaction: no DNS in it
-        return call
 
     def outcome(self, capability: Capability, result: calls.Result) -> Reply:
         interaction = self.interaction
