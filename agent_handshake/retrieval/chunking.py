@@ -83,12 +83,10 @@ def _pieces(paragraph: str, limit: int) -> list[str]:
         return [paragraph]
     pieces: list[str] = []
     for sentence in SENTENCE_END.split(paragraph):
+        # Slices by index: taking the rest (``words = words[limit:]``) copied it for every piece, which made a
+        # long paragraph without a sentence break take time quadratic in its length.
         words = sentence.split()
-        while len(words) > limit:
-            pieces.append(" ".join(words[:limit]))
-            words = words[limit:]
-        if words:
-            pieces.append(" ".join(words))
+        pieces.extend(" ".join(words[start : start + limit]) for start in range(0, len(words), limit))
     return pieces
 
 
