@@ -26,6 +26,7 @@ from .identity import (
     PendingHandshake,
     SeenSignature,
     SiteKeyRecord,
+    SpentValue,
     TrustEvent,
     VerifiedAgent,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "SeenSignature",
     "SiteKeyRecord",
     "SiteProfile",
+    "SpentValue",
     "TrustEvent",
     "TrustedActorKey",
     "UnmappedFragment",
