@@ -35,7 +35,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from ..conf import app_settings
-from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature
+from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature, SpentValue
 from ..registry import Capability, capability_registry
 from . import callbacks, errors
 from .invocation import (
@@ -494,8 +494,10 @@ PURGE_BATCH = 100
 
 def purge_expired(model: type[models.Model], now: datetime.datetime | None = None, *, limit: int | None = None) -> int:
     """Delete the rows of ``model`` (a key of :data:`RETENTION`) past their retention; at most ``limit``."""
-    now = now or timezone.now()
-    expired = model._default_manager.filter(created_at__lt=now - datetime.timedelta(seconds=RETENTION[model]()))
+    cutoff = (now or timezone.now()) - datetime.timedelta(seconds=RETENTION[model]())
+    if issubclass(model, SpentValue):
+        return model.forget_before(cutoff, limit=limit)
+    expired = model._default_manager.filter(created_at__lt=cutoff)
     if limit is not None:
         expired = model._default_manager.filter(pk__in=expired.order_by("created_at").values("pk")[:limit])
     return expired.delete()[0]

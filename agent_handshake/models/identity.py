@@ -152,9 +152,12 @@ class SpentValue(models.Model):
         return True
 
     @classmethod
-    def forget_before(cls, cutoff: datetime.datetime) -> int:
-        """Delete the values spent before ``cutoff``; how many."""
-        return cls._default_manager.filter(created_at__lt=cutoff).delete()[0]
+    def forget_before(cls, cutoff: datetime.datetime, *, limit: int | None = None) -> int:
+        """Delete the values spent before ``cutoff``, the oldest ``limit`` at most (all when None); how many."""
+        spent = cls._default_manager.filter(created_at__lt=cutoff)
+        if limit is not None:
+            spent = cls._default_manager.filter(pk__in=spent.order_by("created_at").values("pk")[:limit])
+        return spent.delete()[0]
 
 
 class SeenSignature(SpentValue):
