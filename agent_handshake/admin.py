@@ -5,8 +5,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.utils import display_for_value
+from django.contrib.admin.utils import display_for_value, get_deleted_objects
 from django.contrib.contenttypes.models import ContentType
+from django.db import router, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -718,6 +719,49 @@ class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
             wanted = obj.trust
             obj.trust = VerifiedAgent.objects.values_list("trust", flat=True).get(pk=obj.pk)
             trust.set_by_operator(obj, wanted, request.user.get_username() or "an operator")
+
+    # Deleting an agent deletes its key (which only the agent's sessions stood for) and the client its first
+    # handshake made, unless an operator gave that client other keys. The key is ``on_delete=PROTECT``ed by the
+    # agent, so it goes after the agent, in the same transaction; the page lists it as a cascade would be.
+
+    def left_behind(self, agents: Any) -> tuple[list[AgentClient], list[ApiKey]]:
+        """What would outlive ``agents``: the clients holding nothing but an agent's key, and the agents' keys whose
+        clients hold others too."""
+        keys = list(ApiKey.objects.filter(verified_agent__in=list(agents)).select_related("client"))
+        shared = set(
+            ApiKey.objects.filter(client__in={key.client for key in keys})
+            .exclude(pk__in=[key.pk for key in keys])
+            .values_list("client_id", flat=True)
+        )
+        clients = {key.client_id: key.client for key in keys if key.client_id not in shared}
+        return list(clients.values()), [key for key in keys if key.client_id in shared]
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[str]]:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        agents = {line for line in deleted if isinstance(line, str)}  # the agents themselves, as the page names them
+        for group in self.left_behind(objs):
+            if not group:
+                continue
+            more, more_counts, more_perms, more_protected = get_deleted_objects(group, request, self.admin_site)
+            deleted += more
+            for name, count in more_counts.items():
+                counts[name] = counts.get(name, 0) + count
+            perms_needed |= more_perms
+            protected += [line for line in more_protected if line not in agents]  # they go first
+        return deleted, counts, perms_needed, protected
+
+    def delete_model(self, request: HttpRequest, obj: VerifiedAgent) -> None:
+        self.delete_queryset(request, VerifiedAgent.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        with transaction.atomic(using=router.db_for_write(VerifiedAgent)):
+            agents = list(queryset)
+            keys = dict(ApiKey.objects.filter(verified_agent__in=agents).values_list("pk", "client_id"))
+            VerifiedAgent.objects.filter(pk__in=[agent.pk for agent in agents]).delete()
+            ApiKey.objects.filter(pk__in=keys).delete()
+            AgentClient.objects.filter(pk__in=set(keys.values()), keys__isnull=True).delete()  # if they hold no other
 
 
 # --- agent traffic insights: the overview, each agent's page and the CSV export (agent_handshake/insights/) ------
