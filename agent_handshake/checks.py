@@ -20,11 +20,13 @@
 ``agent_handshake.W005``  outside DEBUG, callbacks may reach private networks or plain HTTP (test settings)
 ``agent_handshake.E014``  ``SEARCH_CONFIG`` names a text search configuration the database does not have
 ``agent_handshake.W006``  a capability's input declares ``other``, the key schema templates keep for free text
+``agent_handshake.E015``  a registered config's ``order`` is not a number
 =====================  ====================================================================================
 """
 
 from __future__ import annotations
 
+import numbers
 import re
 from typing import Any
 
@@ -447,6 +449,16 @@ def _config_errors(config: ContentConfig) -> list[Error]:
                 id="agent_handshake.E004",
             )
         )
+    if isinstance(config.order, bool) or not isinstance(config.order, numbers.Real):
+        # The registry is sorted by it, beside the others' (100 by default): llms.txt would fail on every request.
+        errors.append(
+            Error(
+                f"{type(config).__name__}.order is {config.order!r}, which is not a number.",
+                hint="A number such as 10 (sections with lower numbers come first in llms.txt; the default is 100).",
+                obj=type(config),
+                id="agent_handshake.E015",
+            )
+        )
     spec = get_spec(config.content_type)
     if spec is None or not spec.for_content:
         errors.append(
@@ -485,7 +497,7 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         )
         for model, config_class in content_registry.duplicates
     ]
-    for config in content_registry:
+    for config in content_registry.configs():  # not sorted by order, which E015 checks
         errors += _config_errors(config)
     return errors
 
@@ -529,7 +541,7 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             problems.append("each of its input_schema's properties must be a schema object (not true or false)")
         if capability.rate_limit is not None and not RATE.match(str(capability.rate_limit)):
             problems.append(f'its rate_limit {capability.rate_limit!r} is not "N/period"')
-        registered = {config.label for config in content_registry}
+        registered = {config.label for config in content_registry.configs()}
         for option, labels in (("models", capability.models), ("applies_to", capability.applies_to)):
             unknown = [label for label in labels if label not in registered]
             if unknown:

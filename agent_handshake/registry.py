@@ -178,6 +178,10 @@ class ContentRegistry:
     def __len__(self) -> int:
         return len(self._configs)
 
+    def configs(self) -> list[ContentConfig]:
+        """The configs in registration order, unsorted: what the system checks read, whatever their ``order``."""
+        return list(self._configs.values())
+
     def models(self) -> list[type[Model]]:
         return [config.model for config in self]
 

@@ -455,3 +455,26 @@ def test_e014_a_search_config_the_database_does_not_have_is_named_before_any_sea
     with override_settings(AGENT_HANDSHAKE={"SEARCH_CONFIG": "pg_catalog.german"}):
         assert checks.check_search_config(databases=["default"]) == []  # a qualified name is one too
     assert checks.check_search_config.tags == ("database",)
+
+
+@pytest.mark.parametrize("order", ["1", None, 2.5j])
+def test_e015_a_section_order_that_is_not_a_number(registries, order):
+    """A ContentConfig's ``order`` sorts the registry beside the others' (100 by default): one given as "1" made
+    every llms.txt request a 500 (TypeError: '<' between str and int), and the system checks, which read the
+    registry in that order, crashed with the same TypeError instead of naming the config."""
+
+    class OrderContent(OrderPages):
+        title_field = "number"
+
+    OrderContent.order = order
+    agent_handshake.register(Order, OrderContent)
+    messages = checks.check_registry()
+    assert ids(messages) == ["agent_handshake.E015"]
+    assert "OrderContent.order" in messages[0].msg
+    assert repr(order) in messages[0].msg
+    assert checks.check_capabilities() == []
+    with pytest.raises(SystemCheckError, match=r"agent_handshake\.E015"):
+        call_command("check", stdout=StringIO(), stderr=StringIO())
+
+    OrderContent.order = 1.5  # a number: it sorts beside the ints
+    assert checks.check_registry() == []
