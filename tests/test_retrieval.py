@@ -11,6 +11,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -263,6 +264,41 @@ def test_a_model_unregistered_since_its_passages_were_written_is_not_served(clie
     retriever = HybridRetriever()
     assert not retriever.search("kettle rusts", mode="text")
     assert not retriever.search("kettle rusts", mode="vector")
+
+
+@pytest.mark.django_db
+def test_filtered_vector_candidates_come_nearest_first(publish):
+    """With a filter, the vector side scans the HNSW graph iteratively (``hnsw.iterative_scan = relaxed_order``),
+    and pgvector then returns the rows of its later scans after those of the first, nearer or not: passages came
+    out of distance order, so their vector ranks (and a vector search's hits) were in the wrong order."""
+    publish(Article, title="Kettle", slug="kettle", body="Our kettle whistles.")
+    document = Document.objects.get()
+    old, new = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC), timezone.now()
+    vectors = np.random.default_rng(5).standard_normal((3011, 384)).astype(np.float32)
+    Passage.objects.bulk_create(
+        Passage(
+            document=document,
+            position=n,
+            text=f"Passage {n}.",
+            title="Kettle",
+            model_label="testapp.article",
+            ahp_content_type="article",
+            published_at=old if n % 10 == 0 else new,  # 300 pass the filter, a tenth of the graph's nodes
+            embedding=vectors[n],
+        )
+        for n in range(1, 3001)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Passage._meta.db_table}")
+        cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
+    retriever = HybridRetriever()
+    scope = Filters(published_before=datetime.datetime(2021, 1, 1, tzinfo=datetime.UTC))
+    for query in vectors[3001:]:  # not passages'
+        similarities = [similarity for _, similarity in retriever.vector_candidates(query, scope, 50)]
+        assert len(similarities) == 50
+        assert similarities == sorted(similarities, reverse=True)
+        hits = retriever.search("", limit=50, filters=scope, mode="vector", query_vector=query)
+        assert [hit.similarity for hit in hits] == similarities
 
 
 def test_merging_clusters_costs_no_more_than_forming_them():

@@ -166,9 +166,13 @@ class HybridRetriever:
                 # clause that leaves out the passages of models no longer registered).
                 cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             cursor.execute(
-                # The literal dimension lets the planner match the partial HNSW index (see index.py).
-                f"SELECT id, {distance} FROM {table} WHERE vector_dims(embedding) = {dims}{where} "
-                f"ORDER BY {distance} LIMIT %s",
+                # The literal dimension lets the planner match the partial HNSW index (see index.py). A relaxed
+                # scan returns the rows of its later passes over the graph after those of the first, nearer or
+                # not: they are sorted again, as pgvector's README does (a materialized CTE keeps the index plan;
+                # "+ 0" keeps PostgreSQL 17+ from trusting the CTE's order and skipping the sort).
+                f"WITH nearest AS MATERIALIZED (SELECT id, {distance} AS distance FROM {table} "
+                f"WHERE vector_dims(embedding) = {dims}{where} ORDER BY {distance} LIMIT %s) "
+                "SELECT id, distance FROM nearest ORDER BY distance + 0, id",
                 [literal, *params, literal, limit],
             )
             return [(row[0], 1.0 - row[1]) for row in cursor.fetchall()]
