@@ -652,3 +652,41 @@ def test_routing_while_the_vectors_are_another_models_is_a_503_naming_the_rebuil
     assert response.status_code == 503, body
     assert body["code"] == "unavailable"
     assert "agent_reindex --rebuild" in body["message"]
+
+
+@pytest.mark.django_db
+def test_the_contents_fit_is_its_nearest_passage_on_a_site_large_enough_for_the_hnsw_index(publish):
+    """``content_fit`` asked the vector side for one row: with a filter (the capability's models, the registered
+    ones), pgvector's iterative scan stops at the first row of its scan that passes the filter, which on the HNSW
+    plan of a large site is often not the nearest one, so a question's fit to the content was too low and it
+    could go to a capability it fits less. It now takes the nearest of a full candidate list."""
+    from tests.testapp.models import Article
+
+    article = publish(Article, title="Kettle", slug="kettle-hnsw", body="Our kettle whistles.")
+    document = Document.objects.get(content_type__model="article", object_id=str(article.pk))
+    vectors = np.random.default_rng(11).standard_normal((3020, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    Passage.objects.all().delete()
+    Passage.objects.bulk_create(
+        Passage(
+            document=document,
+            position=n,
+            text=f"Passage {n}.",
+            title="Kettle",
+            # A tenth are the capability's model; the rest a model no longer registered (left out by the filter).
+            model_label="testapp.article" if n % 10 == 0 else "gone.model",
+            ahp_content_type="article",
+            embedding=vectors[n],
+        )
+        for n in range(3000)
+    )
+    articles = vectors[:3000:10]
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Passage._meta.db_table}")
+        cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
+    capability = Capability(name="ask_articles", description="Questions about the articles.", mode="MODE2",
+                            models=("testapp.article",))  # fmt: skip
+    fits = [routing.content_fit(query, capability) for query in vectors[3000:]]
+    nearest = [float((articles @ query).max()) for query in vectors[3000:]]
+    # HNSW is approximate: the nearest of its candidates, not always the exact nearest; but never the first found.
+    assert sum(abs(fit - best) < 1e-5 for fit, best in zip(fits, nearest, strict=True)) >= 18, (fits, nearest)

@@ -474,7 +474,9 @@ def content_fit(vector: np.ndarray, capability: Capability, excluding: Sequence[
             return 0.0
     retriever = HybridRetriever()
     try:
-        nearest = retriever.vector_candidates(vector, Filters(models=models), 1)
+        # A full candidate list, not one row: with a filter, pgvector's iterative scan would stop at the first row
+        # that passes it, which on the HNSW plan of a large site is often not the nearest.
+        nearest = retriever.vector_candidates(vector, Filters(models=models), app_settings.HNSW_EF_SEARCH)
     except EmbeddingModelChanged as exc:
         # The content's fit cannot be measured until the passages are embedded again with the configured model.
         logger.exception("Routing is unavailable")
