@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numbers
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -611,32 +612,39 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
-@register(Tags.database)
-def check_vector_extension(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
-    """A PostgreSQL server without pgvector passes every other check and then fails ``migrate`` half-way.
-
-    Tagged ``database``, so it runs in ``check --database default`` and in ``migrate`` (before any migration).
-    """
+def _ask_postgresql(databases: Any, sql: str) -> Iterator[tuple[str, list[tuple] | Exception]]:
+    """For each PostgreSQL database of ``databases`` (the ``--database`` aliases a ``database`` check is given), its
+    alias and the rows ``sql`` gives, or the ``DatabaseError`` asking raised."""
     from django.db import connections
     from django.db.utils import DatabaseError
 
-    errors = []
     for alias in databases or ():
         connection = connections[alias]
         if connection.vendor != "postgresql":
             continue
         try:
             with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT default_version, installed_version FROM pg_available_extensions WHERE name = 'vector'"
-                )
-                row = cursor.fetchone()
+                cursor.execute(sql)
+                rows: list[tuple] | Exception = cursor.fetchall()
         except DatabaseError as exc:
+            rows = exc
+        yield alias, rows
+
+
+@register(Tags.database)
+def check_vector_extension(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
+    """A PostgreSQL server without pgvector passes every other check and then fails ``migrate`` half-way.
+
+    Tagged ``database``, so it runs in ``check --database default`` and in ``migrate`` (before any migration).
+    """
+    errors = []
+    sql = "SELECT default_version, installed_version FROM pg_available_extensions WHERE name = 'vector'"
+    for alias, rows in _ask_postgresql(databases, sql):
+        if isinstance(rows, Exception):
             errors.append(
-                Error(f"Could not ask database {alias!r} for its extensions: {exc}", id="agent_handshake.E010")
+                Error(f"Could not ask database {alias!r} for its extensions: {rows}", id="agent_handshake.E010")
             )
-            continue
-        if row is None:
+        elif not rows:
             errors.append(
                 Error(
                     f"The PostgreSQL server of database {alias!r} does not have the pgvector extension, which "
@@ -646,11 +654,11 @@ def check_vector_extension(app_configs: Any = None, databases: Any = None, **kwa
                     id="agent_handshake.E010",
                 )
             )
-        elif _version(row[1] or row[0]) < PGVECTOR_MIN_VERSION:
+        elif _version(rows[0][1] or rows[0][0]) < PGVECTOR_MIN_VERSION:
             errors.append(
                 Error(
-                    f"Database {alias!r} has pgvector {row[1] or row[0]}; agent_handshake needs 0.5.0 or newer "
-                    "(HNSW indexes).",
+                    f"Database {alias!r} has pgvector {rows[0][1] or rows[0][0]}; agent_handshake needs 0.5.0 or "
+                    "newer (HNSW indexes).",
                     hint="Upgrade pgvector on the server, then ALTER EXTENSION vector UPDATE.",
                     id="agent_handshake.E010",
                 )
@@ -662,25 +670,14 @@ def check_vector_extension(app_configs: Any = None, databases: Any = None, **kwa
 def check_search_config(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
     """``SEARCH_CONFIG`` must name a text search configuration the server has: a misspelled one passes everything
     else, then makes every search and every indexing fail. Tagged ``database``, as :func:`check_vector_extension`."""
-    from django.db import connections
-    from django.db.utils import DatabaseError
-
     name = app_settings.SEARCH_CONFIG
     if not isinstance(name, str):
         return []  # E002 says so
     schema, _, config = name.rpartition(".")
     errors = []
-    for alias in databases or ():
-        connection = connections[alias]
-        if connection.vendor != "postgresql":
-            continue
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT n.nspname, c.cfgname FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace"
-                )
-                available = cursor.fetchall()
-        except DatabaseError:
+    sql = "SELECT n.nspname, c.cfgname FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace"
+    for alias, available in _ask_postgresql(databases, sql):
+        if isinstance(available, Exception):
             continue  # E010 says why the server cannot be asked
         if not any(cfgname == config and schema in ("", nspname) for nspname, cfgname in available):
             errors.append(

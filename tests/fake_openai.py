@@ -17,7 +17,6 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-
 #: The real embedding models' input limit, in tokens.
 MAX_INPUT_TOKENS = 8192
 
