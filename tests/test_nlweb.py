@@ -42,8 +42,9 @@ def assembled(events: list[tuple[str, dict]]) -> dict:
     assert names[-2] in ("complete", "failure"), names
     if names[-2] == "failure":
         return events[-2][1]
-    if "elicitation" in names:
-        return {"_meta": events[-2][1]["_meta"], "elicitation": dict(events)["elicitation"]}
+    for kind in ("elicitation", "promise"):
+        if kind in names:
+            return {"_meta": events[-2][1]["_meta"], kind: dict(events)[kind]}
     results = [data["item"] for name, data in events if name == "result"]
     assert [data["index"] for name, data in events if name == "result"] == list(range(len(results)))
     head = events[-2][1]["_meta"]

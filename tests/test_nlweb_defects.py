@@ -115,3 +115,45 @@ def test_item_type_may_be_the_schema_org_iri_of_the_type(client, demo_content, i
     assert "warnings" not in body["_meta"], body["_meta"]
     assert body["results"]
     assert {r["@type"] for r in body["results"]} == {"Product"}
+
+
+def test_a_capability_call_asked_as_a_stream_is_one_whatever_it_answers(client, demo_content, report_key):
+    """§8.4: SSE is supported via ``Accept: text/event-stream``, and the events deliver the full JSON structure. A
+    question did; a capability call (an elicitation, a promise, an action's answer) and ``/await`` answered JSON
+    to a client that asked for events, which an SSE client reads as an error. Each is now the events that deliver
+    the JSON answer's structure, with its status."""
+    from agent_handshake.concierge import jobs
+
+    auth = {"Authorization": f"Bearer {report_key}"}
+    streamed = {**auth, "Accept": "text/event-stream"}
+
+    def both(path, body):
+        as_json, json_body = post(client, path, body, **auth)
+        as_stream, stream_body = post(client, path, body, **streamed)
+        assert as_stream["Content-Type"] == "text/event-stream; charset=utf-8"
+        assert as_stream.status_code == as_json.status_code
+        return json_body, stream_body
+
+    def same(json_body, stream_body):
+        """The same structure, apart from the conversation each request started and the stream's own flag."""
+        for body in (json_body, stream_body):
+            body["_meta"].pop("session_context", None)
+            body["_meta"].pop("streaming", None)
+        assert stream_body == json_body
+
+    elicitation = {"query": {"text": "Compile a report", "capability": "compile_report"}}
+    same(*both("/ask", elicitation))
+    inventory = {"text": "Is it in stock?", "capability": "check_inventory", "input": {"product": "LK-TEA-0001"}}
+    answer = {"query": inventory}
+    json_answer, stream_answer = both("/ask", answer)
+    assert json_answer["_meta"]["response_type"] == "answer", json_answer
+    same(json_answer, stream_answer)
+    report = {"query": {"text": "On oolong", "capability": "compile_report", "input": {"topic": "oolong harvests"}}}
+    json_promise, stream_promise = both("/ask", report)
+    assert json_promise["_meta"]["response_type"] == "promise", json_promise
+    assert stream_promise["_meta"]["response_type"] == "promise"
+    token = stream_promise["promise"]["token"]
+    jobs.run(token)
+    json_done, stream_done = both("/await", {"promise_token": token, "action": "checkin"})
+    assert json_done["_meta"]["response_type"] == "answer", json_done
+    same(json_done, stream_done)

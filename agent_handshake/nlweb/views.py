@@ -10,7 +10,9 @@ Streaming (``Accept: text/event-stream`` or ``prefer.streaming``): ``start`` (th
 per ranked item as soon as retrieval has ranked them (before any answer is written; for ``chatgpt_app`` each
 followed by a ``content`` event, the item in words), ``content`` (the summary, when asked for: last in a stream,
 first in a JSON answer's ``content``), then ``complete`` (the full ``_meta``); a failure half-way is a ``failure``
-event, and the stream ends with ``end``. Whatever can be refused (bad input, limits, credentials, an unknown
+event, and the stream ends with ``end``. A capability call and ``/await`` answer at once, so their streams are
+the whole answer's events (:func:`body_events`): ``start``, the elicitation, the promise, each result or a job's
+failure, ``complete``, ``end``. Whatever can be refused (bad input, limits, credentials, an unknown
 conversation's turn limit...) is refused before the stream starts, with a JSON Failure and its 4xx status.
 """
 
@@ -74,7 +76,7 @@ class AskView(NLWebView):
         if ask.capability:
             from .invoking import invoke_from_ask  # MODE3 through /ask
 
-            return invoke_from_ask(self, request, ask)
+            return streamed_if_asked(request, invoke_from_ask(self, request, ask), ask.streaming)
         capability = capability_registry.get("content_search")
         if capability is None or capability.handler is None or not capability.is_available():
             raise errors.Unavailable("This site has no content to search yet.")
@@ -255,6 +257,41 @@ class AskView(NLWebView):
         yield event("complete", {"_meta": {**head, **answer_meta(reply, warnings)}})
 
 
+def streamed_if_asked(request: Request, response: Response, streaming: bool = False) -> HttpResponseBase:
+    """``response`` (an answer, an elicitation, a promise or a job's failure) as the events that deliver its body
+    when the client asked for a stream (§8.4), with its status and headers; a refusal (4xx) stays a JSON Failure,
+    as a question's does."""
+    if response.status_code >= 400 or not (streaming or accepts_event_stream(request._request)):
+        return response
+    stream = event_stream(request, AskView.stream(body_events(response.data)), status=response.status_code)
+    for name, value in response.headers.items():
+        if name.lower() not in ("content-type", "content-length"):
+            stream.headers[name] = value
+    return stream
+
+
+def body_events(body: dict[str, Any]) -> Iterator[bytes]:
+    """The events of a whole response body, in the order and shape a question's stream has them: ``start`` (the
+    ``_meta``), then the elicitation, the promise or the failure, or each result (with its ``content`` for
+    ``chatgpt_app``), then ``complete`` (the ``_meta`` again; a failure ends the stream instead)."""
+    head = body["_meta"]
+    yield event("start", {"_meta": {**head, "streaming": True}})
+    if "error" in body:
+        yield event("failure", body)
+        return
+    for kind in ("elicitation", "promise"):
+        if kind in body:
+            yield event(kind, body[kind])
+            break
+    else:
+        items = body.get("results", body.get("structuredData", []))
+        for index, result in enumerate(items):
+            yield event("result", {"index": index, "item": result})
+            if head.get("response_format") == "chatgpt_app":
+                yield event("content", render.item_content(result))
+    yield event("complete", {"_meta": head})
+
+
 def _finish(steps: Iterator) -> Turn:
     while True:
         try:
@@ -291,4 +328,4 @@ class AwaitView(NLWebView):
         wait = parse_await(request.data)
         from .invoking import await_job
 
-        return await_job(self, request, wait)
+        return streamed_if_asked(request, await_job(self, request, wait))
