@@ -157,3 +157,10 @@ def test_a_capability_call_asked_as_a_stream_is_one_whatever_it_answers(client, 
     json_done, stream_done = both("/await", {"promise_token": token, "action": "checkin"})
     assert json_done["_meta"]["response_type"] == "answer", json_done
     same(json_done, stream_done)
+
+
+def test_the_api_document_says_which_nlweb_answers_may_be_streams(client, demo_content):
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, status in (("/ask", "200"), ("/ask", "202"), ("/await", "200"), ("/await", "202")):
+        content = paths[path]["post"]["responses"][status]["content"]
+        assert set(content) == {"application/json", "text/event-stream"}, (path, status, content)

@@ -80,16 +80,23 @@ FAILURES = {
         (429, "Failure: rate limit exceeded."),
     )
 }
+
+
+def _events(what: str) -> OpenApiResponse:
+    return OpenApiResponse(
+        {"type": "string"}, description=f"With prefer.streaming or Accept: text/event-stream: {what} as events."
+    )
+
+
 ASK = {
     "operation_id": "nlweb_ask",
     "summary": "Ask in natural language, or invoke a capability (NLWeb v0.54 /ask)",
     "request": {"application/json": ref("NLWebAsk")},
     "responses": {
         200: _response("An answer, or an elicitation."),
-        (200, "text/event-stream"): OpenApiResponse(
-            {"type": "string"}, description="With prefer.streaming or Accept: text/event-stream: the answer as events."
-        ),
+        (200, "text/event-stream"): _events("the answer or the elicitation"),
         202: _response("A promise: an async capability's job, to await."),
+        (202, "text/event-stream"): _events("the promise"),
         **FAILURES,
     },
     "tags": ["NLWeb"],
@@ -98,6 +105,12 @@ AWAIT = {
     "operation_id": "nlweb_await",
     "summary": "Check in on, or cancel, a promise (NLWeb v0.54 /await)",
     "request": {"application/json": ref("NLWebAwait")},
-    "responses": {200: _response("The answer, or a failure."), 202: _response("Still running."), **FAILURES},
+    "responses": {
+        200: _response("The answer, or a failure."),
+        (200, "text/event-stream"): _events("the answer or the failure"),
+        202: _response("Still running."),
+        (202, "text/event-stream"): _events("the promise"),
+        **FAILURES,
+    },
     "tags": ["NLWeb"],
 }
