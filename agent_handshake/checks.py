@@ -515,6 +515,7 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         )
         for capability in capability_registry.duplicates
     ]
+    registered = {config.label for config in content_registry.configs()}
     for capability in capability_registry:
         problems = []
         if not CAPABILITY_NAME.match(capability.name) or len(capability.name) > 64:
@@ -542,7 +543,6 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             problems.append("each of its input_schema's properties must be a schema object (not true or false)")
         if capability.rate_limit is not None and not RATE.match(str(capability.rate_limit)):
             problems.append(f'its rate_limit {capability.rate_limit!r} is not "N/period"')
-        registered = {config.label for config in content_registry.configs()}
         for option, labels in (("models", capability.models), ("applies_to", capability.applies_to)):
             unknown = [label for label in labels if label not in registered]
             if unknown:

@@ -198,6 +198,7 @@ INTENTWEB_ATTRIBUTION_PROFILE = "ahp-intentweb-ed25519-jcs-v1"
 #: The draft the schema templates front door implements (agent.json's integrations.schema_templates).
 SCHEMA_TEMPLATES_SPEC = "draft-zhou-structured-data-schema-interaction-00"
 MODES = ("MODE1", "MODE2", "MODE3")
+ACTION_TYPES = ("query", "action", "async")
 
 
 def label_lower(label: str) -> str:
@@ -205,9 +206,6 @@ def label_lower(label: str) -> str:
     sensitive (as for ``apps.get_model``), the app label is."""
     app_label, _, model_name = label.rpartition(".")
     return f"{app_label}.{model_name.lower()}"
-
-
-ACTION_TYPES = ("query", "action", "async")
 
 
 @dataclass

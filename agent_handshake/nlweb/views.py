@@ -231,10 +231,7 @@ class AskView(NLWebView):
         warnings: list[str],
     ) -> Iterator[bytes]:
         if turn is not None and turn.clarification is not None:
-            body = clarification_body(turn)
-            yield event("start", {"_meta": {**body["_meta"], "streaming": True}})
-            yield event("elicitation", body["elicitation"])
-            yield event("complete", {"_meta": body["_meta"]})
+            yield from body_events(clarification_body(turn))
             return
         # The conversation is known once the turn is recorded: ``complete`` carries it (the id the agent sent may
         # have started a new one).
