@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.text import capfirst
 
@@ -149,6 +150,12 @@ class ContentRegistry:
             self.duplicates.append((model, config_class))
         else:
             self._configs[model] = config_class(model)
+            if apps.models_ready:
+                # Connected as it is registered, whenever that is (an agents module, an app's ready() that runs
+                # after ours, a test); AppConfig.ready() connects those registered before the models were loaded.
+                from .signal_handlers import connect_model
+
+                connect_model(model)
         return config_class
 
     def unregister(self, model: type[Model]) -> None:

@@ -1,6 +1,7 @@
 """Receivers that keep agent documents and the cached manifest in step with the database.
 
-Connected in ``AppConfig.ready()`` for registered models only. Work is deferred to
+Connected for registered models only, by ``register()`` once the models are loaded (in an ``agents`` module, an app's
+``ready()``, a test) and by ``AppConfig.ready()`` for those registered before. Work is deferred to
 ``transaction.on_commit`` so a rolled-back save changes nothing and the handler sees committed rows.
 """
 
@@ -91,13 +92,15 @@ def _index_now(app_label: str, model_name: str, pk: str) -> None:
 
 
 def object_saved(sender: type[Model], instance: Model, raw: bool = False, **kwargs: Any) -> None:
-    # Fixture loading (raw=True) saves rows before their relations exist; `agent_reindex` follows it.
-    if not raw:
+    # Fixture loading (raw=True) saves rows before their relations exist; `agent_reindex` follows it. A model
+    # unregistered since keeps its receivers, and has nothing to index by.
+    if not raw and content_registry.is_registered(sender):
         _sync_on_commit(instance)
 
 
 def object_deleted(sender: type[Model], instance: Model, **kwargs: Any) -> None:
-    _sync_on_commit(instance)
+    if content_registry.is_registered(sender):
+        _sync_on_commit(instance)
 
 
 def relations_changed(
@@ -151,19 +154,25 @@ def record_written(sender: type[Model], created: bool, raw: bool = False, **kwar
         transaction.on_commit(partial(purge_after_write, sender))
 
 
+def connect_model(model: type[Model]) -> None:
+    """Keep the documents of ``model``, a registered model, in step with its rows. Connecting it again changes
+    nothing (each receiver has a ``dispatch_uid``)."""
+    uid = f"agent_handshake:{model._meta.label_lower}"
+    post_save.connect(object_saved, sender=model, dispatch_uid=uid)
+    post_delete.connect(object_deleted, sender=model, dispatch_uid=uid)
+    # Both sides: the model's own many-to-many fields and those of other models that point at it.
+    throughs = [field.remote_field.through for field in model._meta.many_to_many]
+    throughs += [rel.through for rel in model._meta.related_objects if rel.many_to_many]
+    for through in throughs:
+        # One receiver per relation, even when both of its models are registered.
+        m2m_changed.connect(relations_changed, sender=through, dispatch_uid="agent_handshake:m2m")
+
+
 def connect() -> None:
     from .models import ContentSignalOverride, IdempotencyRecord, SeenSignature, SiteProfile
 
     for model in content_registry.models():
-        uid = f"agent_handshake:{model._meta.label_lower}"
-        post_save.connect(object_saved, sender=model, dispatch_uid=uid)
-        post_delete.connect(object_deleted, sender=model, dispatch_uid=uid)
-        # Both sides: the model's own many-to-many fields and those of other models that point at it.
-        throughs = [field.remote_field.through for field in model._meta.many_to_many]
-        throughs += [rel.through for rel in model._meta.related_objects if rel.many_to_many]
-        for through in throughs:
-            # One receiver per relation, even when both of its models are registered.
-            m2m_changed.connect(relations_changed, sender=through, dispatch_uid="agent_handshake:m2m")
+        connect_model(model)
     for model in (SiteProfile, ContentSignalOverride):
         post_save.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
         post_delete.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")

@@ -1,0 +1,150 @@
+"""The content registry at start-up and after it: a model is kept in step with its documents whenever it is
+registered, and a mistake in a registration is named by ``manage.py check`` instead of stopping the start."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+from django.utils import timezone
+
+import agent_handshake
+from agent_handshake.models import Document
+from agent_handshake.registry import ContentConfig
+from demo_site.shop.models import Order
+from tests.testapp.models import Article
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.django_db
+
+
+class OrderContent(ContentConfig):
+    title_field = "number"
+    body_field = "tracking_code"
+
+    def get_url(self, obj):
+        return f"/orders/{obj.number}/"
+
+
+def has_document(obj) -> bool:
+    return Document.objects.filter(content_type=ContentType.objects.get_for_model(obj), object_id=str(obj.pk)).exists()
+
+
+def new_order(number: str) -> Order:
+    return Order.objects.create(
+        number=number, customer_email="tea@example.com", placed_at=timezone.now(), tracking_code="Sencha in a box."
+    )
+
+
+def test_a_model_registered_after_start_up_is_indexed_when_saved_and_forgotten_when_deleted(
+    registries, django_capture_on_commit_callbacks
+):
+    """The receivers were connected once, in ``ready()``, for the models registered by then: a model registered
+    later (in another app's ``ready()``, or at runtime) was never indexed on save, and its deleted objects stayed
+    answerable until ``agent_reindex`` ran."""
+    agent_handshake.register(Order, OrderContent)
+    with django_capture_on_commit_callbacks(execute=True):
+        order = new_order("A-100")
+    assert has_document(order)
+    with django_capture_on_commit_callbacks(execute=True):
+        Order.objects.filter(pk=order.pk).first().delete()
+    assert not has_document(order)
+
+
+def test_a_model_registered_again_is_indexed_once_per_save(registries, django_capture_on_commit_callbacks):
+    agent_handshake.register(Order, OrderContent)
+    agent_handshake.unregister(Order)
+    agent_handshake.register(Order, OrderContent)
+    agent_handshake.register(Order, OrderContent)  # a duplicate: E003 names it, the first stays in force
+    with django_capture_on_commit_callbacks() as callbacks:
+        new_order("A-101")
+    assert len(callbacks) == 1
+
+
+def test_a_model_unregistered_after_start_up_is_no_longer_indexed(registries, publish, caplog):
+    """Its receivers stay connected: each save then logged "Could not index" with a NotRegistered traceback."""
+    agent_handshake.unregister(Article)
+    with caplog.at_level(logging.ERROR, logger="agent_handshake"):
+        article = publish(Article, title="Kabusecha", slug="kabusecha", body="Shaded for a week.", published=True)
+    assert not has_document(article)
+    assert [record.getMessage() for record in caplog.records] == []
+
+
+def _run(tmp_path: Path, app: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """``python *args`` in a project made of the test settings plus the app ``app`` (file name -> source)."""
+    (tmp_path / "lateapp").mkdir()
+    for name, source in {"__init__.py": "", **app}.items():
+        (tmp_path / "lateapp" / name).write_text(textwrap.dedent(source))
+    (tmp_path / "late_settings.py").write_text(
+        "from tests.settings import *  # noqa: F403\nINSTALLED_APPS = [*INSTALLED_APPS, 'lateapp']  # noqa: F405\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "late_settings",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+        "AGENT_HANDSHAKE_DB_NAME": connection.settings_dict["NAME"],  # the test database, migrated
+    }
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+SAVE_AN_ORDER = """
+import json
+
+import django
+
+django.setup()
+
+from django.contrib.contenttypes.models import ContentType
+from django.db import transaction
+from django.test import TestCase
+from django.utils import timezone
+
+from agent_handshake.models import Document
+from demo_site.shop.models import Order
+
+with transaction.atomic():
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        order = Order.objects.create(number="L-1", customer_email="a@example.com", placed_at=timezone.now())
+    documents = Document.objects.filter(content_type=ContentType.objects.get_for_model(Order), object_id=order.pk)
+    print(json.dumps({"indexed": documents.exists()}))
+    transaction.set_rollback(True)
+"""
+
+
+@pytest.mark.slow
+def test_a_model_registered_in_a_later_apps_ready_is_indexed_on_save(tmp_path):
+    """The case of the first test as a site meets it: an app listed after agent_handshake registers a model in its
+    own ``ready()``, which Django runs after agent_handshake's (``apps.ready`` is still False then)."""
+    app = {
+        "apps.py": """
+            from django.apps import AppConfig
+
+
+            class LateConfig(AppConfig):
+                name = "lateapp"
+
+                def ready(self):
+                    import agent_handshake
+                    from demo_site.shop.models import Order
+
+                    class OrderContent(agent_handshake.ContentConfig):
+                        title_field = "number"
+
+                        def get_url(self, obj):
+                            return f"/orders/{obj.number}/"
+
+                    agent_handshake.register(Order, OrderContent)
+        """
+    }
+    run = _run(tmp_path, app, "-c", SAVE_AN_ORDER)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == {"indexed": True}
