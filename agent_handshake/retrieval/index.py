@@ -130,18 +130,47 @@ def reset_passages(documents: QuerySet[Document], backend: EmbeddingBackend | No
         documents.update(indexed_hash="")
 
 
-def _count_lexemes(passages: QuerySet[Passage], sign: int) -> None:
-    """Add (``sign`` = 1) or remove (-1) the lexemes of ``passages`` to or from the document frequencies."""
+def _counted_lexemes(passages: QuerySet[Passage]) -> tuple[str, list]:
+    """SQL of ``passages``' lexemes, each with the number of those passages holding it (``lexeme``, ``n``)."""
     query, params = passages.values("search_vector").query.sql_with_params()
+    return (
+        f"SELECT lexeme, count(*) AS n FROM ({query}) AS p, unnest(tsvector_to_array(p.search_vector)) AS lexeme "
+        "WHERE p.search_vector IS NOT NULL AND length(lexeme) <= %s GROUP BY lexeme",
+        [*params, LONGEST_LEXEME],
+    )
+
+
+def _add_lexemes(passages: QuerySet[Passage]) -> None:
+    """Count the lexemes of ``passages`` into the document frequencies."""
+    counted, params = _counted_lexemes(passages)
     stats = LexemeStat._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {stats} (lexeme, passages) "
-            f"SELECT lexeme, %s * count(*) FROM ({query}) AS p, unnest(tsvector_to_array(p.search_vector)) AS lexeme "
             # In lexeme order, so that runs for different documents lock shared lexemes in one order (no deadlock).
-            "WHERE p.search_vector IS NOT NULL AND length(lexeme) <= %s GROUP BY lexeme ORDER BY lexeme "
-            f"ON CONFLICT (lexeme) DO UPDATE SET passages = GREATEST({stats}.passages + EXCLUDED.passages, 0)",
-            [sign, *params, LONGEST_LEXEME],
+            f"INSERT INTO {stats} (lexeme, passages) SELECT lexeme, n FROM ({counted}) AS c ORDER BY lexeme "
+            f"ON CONFLICT (lexeme) DO UPDATE SET passages = {stats}.passages + EXCLUDED.passages",
+            params,
+        )
+
+
+def _remove_lexemes(passages: QuerySet[Passage]) -> None:
+    """Take the lexemes of ``passages`` out of the document frequencies.
+
+    Only the rows the statistics hold change (they may lack a lexeme until ``agent_reindex`` rebuilds them: a
+    count of its own for it would be wrong), and a lexeme no passage holds any more leaves them, as a rebuild
+    leaves it out. The rows are locked first in lexeme order, as :func:`_add_lexemes` takes them.
+    """
+    counted, params = _counted_lexemes(passages)
+    stats = LexemeStat._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH removed AS ({counted}), "
+            f"locked AS (SELECT s.lexeme, s.passages - r.n AS remaining FROM {stats} AS s "
+            "JOIN removed AS r ON r.lexeme = s.lexeme ORDER BY s.lexeme FOR UPDATE OF s), "
+            f"emptied AS (DELETE FROM {stats} WHERE lexeme IN (SELECT lexeme FROM locked WHERE remaining <= 0)) "
+            f"UPDATE {stats} SET passages = locked.remaining FROM locked "
+            f"WHERE {stats}.lexeme = locked.lexeme AND locked.remaining > 0",
+            params,
         )
 
 
@@ -187,7 +216,7 @@ def delete_passages(documents: QuerySet[Document]) -> None:
         if not locked:  # gone already (another run deleted them)
             return
         passages = Passage.objects.filter(document__in=locked)
-        _count_lexemes(passages, -1)
+        _remove_lexemes(passages)
         passages.delete()
 
 
@@ -295,7 +324,7 @@ def _store(batch: Sequence[tuple[Document, list[Chunk]]], backend: EmbeddingBack
             + SearchVector("heading", weight="B", config=config)
             + SearchVector(Left("text", MAX_INDEXED_CHARACTERS), weight="C", config=config)
         )
-        _count_lexemes(written, 1)
+        _add_lexemes(written)
         write_postings(written)
     return len(documents)
 
