@@ -28,6 +28,9 @@ HANDSHAKE_VERSIONS = tuple(version for version in MCP_VERSIONS if version not in
 VERSIONS = MCP_VERSIONS
 #: What a handshake-era request without ``MCP-Protocol-Version`` speaks (the 2025-06-18 transport's rule).
 ASSUMED_WITHOUT_HEADER = "2025-03-26"
+#: The revisions that take a JSON-RPC batch: JSON-RPC 2.0 has them, 2025-03-26 says servers MUST receive them, and
+#: 2025-06-18 removed them (its transport: the body "MUST be a single JSON-RPC request, notification, or response").
+BATCHING_VERSIONS = ("2024-11-05", "2025-03-26")
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
@@ -77,6 +80,13 @@ def unsupported(requested: Any) -> RpcError:
         "Unsupported protocol version",
         {"supported": list(VERSIONS), "requested": requested},
     )
+
+
+def batch_version(headers: Mapping[str, str]) -> str:
+    """The revision a batch speaks. We keep no session, so the revision a client negotiated reaches us only in the
+    ``MCP-Protocol-Version`` header (which 2025-06-18 on MUST send); without it a batch speaks ``2025-03-26``, as a
+    single message does. A 2026-07-28 message names its revision in ``_meta`` too, but must send the header as well."""
+    return headers.get("MCP-Protocol-Version", ASSUMED_WITHOUT_HEADER)
 
 
 def revision_of(message: Message, headers: Mapping[str, str]) -> Revision:

@@ -8,7 +8,9 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
   ``ALLOWED_HOSTS`` other than ``"*"`` (DNS rebinding), else 403; an allowed one gets CORS, so a page there can
   call (:func:`cors`);
 - a request gets a JSON-RPC response (a batch, a JSON array of them, each request in it counted against the rate
-  limits as one request); notifications and responses get 202. A batch has the HTTP request's credentials and
+  limits as one request); notifications and responses get 202. Batches are for the revisions that have them
+  (2024-11-05, 2025-03-26, and a request without ``MCP-Protocol-Version``); on 2025-06-18 and later one is an
+  invalid request, refused whole. A batch has the HTTP request's credentials and
   ``Idempotency-Key``: one carrying ``params._meta.auth``, or a key with more than one ``tools/call``, is refused,
   as is one holding ``initialize`` (which MUST NOT be batched);
   ``GET`` is 405: we offer no server-to-client stream. No ``Accept`` header is needed (AHP's 2024-11-05 client
@@ -46,7 +48,7 @@ from . import jsonrpc, server
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from .openapi import MCP
 from .tools import Exchange
-from .versions import VERSIONS, Revision, revision_of, unsupported
+from .versions import BATCHING_VERSIONS, VERSIONS, Revision, batch_version, revision_of, unsupported
 
 
 def base_url(request: HttpRequest) -> str:
@@ -145,6 +147,13 @@ class MCPView(FrontDoorView):
         data = request.data
         self.exchanges: list[Exchange] = []
         if isinstance(data, list):
+            version = batch_version(request.headers)
+            if version in VERSIONS and version not in BATCHING_VERSIONS:
+                message = (
+                    f"Invalid Request: batching is not supported on protocol revision {version} (2025-06-18 removed "
+                    "JSON-RPC batches); send each message in a POST of its own."
+                )
+                return Response(jsonrpc.error(None, INVALID_REQUEST, message), status=400)
             if not data or len(data) > jsonrpc.MAX_BATCH:
                 message = f"Invalid Request: a batch holds 1 to {jsonrpc.MAX_BATCH} messages."
                 return Response(jsonrpc.error(None, INVALID_REQUEST, message), status=400)
