@@ -7,7 +7,6 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import display_for_value, get_deleted_objects
 from django.contrib.contenttypes.models import ContentType
-from django.db import router, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -720,9 +719,8 @@ class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
             obj.trust = VerifiedAgent.objects.values_list("trust", flat=True).get(pk=obj.pk)
             trust.set_by_operator(obj, wanted, request.user.get_username() or "an operator")
 
-    # Deleting an agent deletes its key (which only the agent's sessions stood for) and the client its first
-    # handshake made, unless an operator gave that client other keys. The key is ``on_delete=PROTECT``ed by the
-    # agent, so it goes after the agent, in the same transaction; the page lists it as a cascade would be.
+    # Deleting an agent deletes its key and maybe its client (``models.identity.delete_the_agents_key``), which no
+    # cascade reaches: the delete page lists them, with the permissions they need, as if one did.
 
     def left_behind(self, agents: Any) -> tuple[list[AgentClient], list[ApiKey]]:
         """What would outlive ``agents``: the clients holding nothing but an agent's key, and the agents' keys whose
@@ -751,17 +749,6 @@ class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
             perms_needed |= more_perms
             protected += [line for line in more_protected if line not in agents]  # they go first
         return deleted, counts, perms_needed, protected
-
-    def delete_model(self, request: HttpRequest, obj: VerifiedAgent) -> None:
-        self.delete_queryset(request, VerifiedAgent.objects.filter(pk=obj.pk))
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        with transaction.atomic(using=router.db_for_write(VerifiedAgent)):
-            agents = list(queryset)
-            keys = dict(ApiKey.objects.filter(verified_agent__in=agents).values_list("pk", "client_id"))
-            VerifiedAgent.objects.filter(pk__in=[agent.pk for agent in agents]).delete()
-            ApiKey.objects.filter(pk__in=keys).delete()
-            AgentClient.objects.filter(pk__in=set(keys.values()), keys__isnull=True).delete()  # if they hold no other
 
 
 # --- agent traffic insights: the overview, each agent's page and the CSV export (agent_handshake/insights/) ------

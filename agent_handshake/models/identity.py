@@ -9,6 +9,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, router, transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
 
 # --- MODE3: agent clients, API keys, jobs ------------------------------------------------------------------------
@@ -197,6 +199,19 @@ class VerifiedAgent(models.Model):
 
     def __str__(self) -> str:
         return self.agent_id or self.did
+
+
+@receiver(post_delete, sender=VerifiedAgent, dispatch_uid="agent_handshake:verified_agent_key")
+def delete_the_agents_key(sender: type[VerifiedAgent], instance: VerifiedAgent, using: str, **kwargs: Any) -> None:
+    """An agent's key is its alone (only its sessions stood for it), but the agent points to the key, so no cascade
+    takes it: it goes here, after the agent and in the same transaction, whatever deleted the agent (the admin,
+    ``delete()``, a queryset's ``delete()``), with what it owned (sessions, interactions, idempotency records).
+    So does its client, unless an operator gave that client other keys; otherwise a deleted agent's key stayed
+    a live credential, and the DID's next handshake got a second client, "<did> (2)"."""
+    keys = ApiKey.objects.using(using).filter(pk=instance.key_id)
+    client_id = keys.values_list("client_id", flat=True).first()
+    keys.delete()
+    AgentClient.objects.using(using).filter(pk=client_id, keys__isnull=True).delete()
 
 
 class TrustEvent(models.Model):
