@@ -451,7 +451,7 @@ def _config_errors(config: ContentConfig) -> list[Error]:
             )
         )
     if isinstance(config.order, bool) or not isinstance(config.order, numbers.Real):
-        # The registry is sorted by it, beside the others' (100 by default): llms.txt would fail on every request.
+        # The registry sorts it as the default (100) instead: the section is not where the site meant it to be.
         errors.append(
             Error(
                 f"{type(config).__name__}.order is {config.order!r}, which is not a number.",

@@ -20,6 +20,7 @@ fields) are reported by ``manage.py check``; see :mod:`agent_handshake.checks`.
 from __future__ import annotations
 
 import datetime
+import numbers
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -121,6 +122,13 @@ class ContentConfig:
         return spec.build(values)
 
 
+def _sort_order(config: ContentConfig) -> numbers.Real:
+    """``config.order``, or the default when it is not a number: like the config's other options, a bad one is
+    named by ``manage.py check`` (E015), and sorting by it would fail at start-up and on every llms.txt request."""
+    order = config.order
+    return order if isinstance(order, numbers.Real) and not isinstance(order, bool) else ContentConfig.order
+
+
 class ContentRegistry:
     """Models whose objects agents may see, each with its :class:`ContentConfig`."""
 
@@ -180,7 +188,7 @@ class ContentRegistry:
         raise NotRegistered(f"No registered model is labelled {label!r}.")
 
     def __iter__(self) -> Iterator[ContentConfig]:
-        return iter(sorted(self._configs.values(), key=lambda c: (c.order, c.get_section())))
+        return iter(sorted(self._configs.values(), key=lambda c: (_sort_order(c), c.get_section())))
 
     def __len__(self) -> int:
         return len(self._configs)

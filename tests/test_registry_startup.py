@@ -148,3 +148,46 @@ def test_a_model_registered_in_a_later_apps_ready_is_indexed_on_save(tmp_path):
     run = _run(tmp_path, app, "-c", SAVE_AN_ORDER)
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.splitlines()[-1]) == {"indexed": True}
+
+
+def test_a_section_order_that_is_not_a_number_leaves_llms_txt_served(
+    client, registries, publish, django_capture_on_commit_callbacks
+):
+    """Only ``manage.py check`` (E015) named it; a server started without the checks (gunicorn) answered every
+    llms.txt request with a 500 (TypeError: '<' between str and int)."""
+
+    class BadlyOrdered(OrderContent):
+        order = "1"
+
+    agent_handshake.register(Order, BadlyOrdered)
+    publish(Article, title="Kabusecha", slug="kabusecha", body="Shaded for a week.", published=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        new_order("A-102")
+    response = client.get("/llms.txt")
+    assert response.status_code == 200
+    body = response.content.decode()
+    # Sorted as if it had the default order (100): after the articles (1), not before them as "1" might suggest.
+    assert 0 < body.index("## Articles") < body.index("## Orders")
+
+
+@pytest.mark.slow
+def test_a_section_order_that_is_not_a_number_is_named_by_check_at_start_up(tmp_path):
+    """The registry is sorted at start-up (the built-in capabilities read it), so a registration in an ``agents``
+    module with ``order = "1"`` stopped every command with a TypeError before E015 could name it."""
+    agents = """
+        import agent_handshake
+        from demo_site.shop.models import Order
+
+
+        @agent_handshake.register(Order)
+        class OrderContent(agent_handshake.ContentConfig):
+            order = "1"
+
+            def get_url(self, obj):
+                return f"/orders/{obj.number}/"
+    """
+    run = _run(tmp_path, {"agents.py": agents}, "-m", "django", "check")
+    assert run.returncode == 1
+    assert "TypeError" not in run.stderr
+    assert "agent_handshake.E015" in run.stderr
+    assert "OrderContent.order is '1'" in run.stderr
