@@ -84,3 +84,14 @@ def test_the_revisions_with_batches_keep_them(client, version):
     assert response.status_code == 200, body
     assert [answer["id"] for answer in body] == [1, 2]
     assert all(answer["result"] == {} for answer in body)
+
+
+def test_a_batch_naming_a_revision_we_do_not_speak_is_a_400(client):
+    """The transport: a request with an unsupported MCP-Protocol-Version MUST get 400 Bad Request. A batch was
+    answered 200 with one error per message; it is now one UnsupportedProtocolVersion error, as a message gets."""
+    response, body = post(client, pings(), HTTP_MCP_PROTOCOL_VERSION="1999-01-01")
+    assert response.status_code == 400, body
+    assert body["id"] is None
+    assert body["error"]["code"] == -32022
+    assert body["error"]["data"]["requested"] == "1999-01-01"
+    assert "2025-03-26" in body["error"]["data"]["supported"]

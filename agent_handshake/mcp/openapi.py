@@ -59,7 +59,10 @@ MCP = {
     "responses": {
         200: OpenApiResponse(ONE_OR_BATCH, description="The JSON-RPC response (a batch: an array of them)."),
         202: OpenApiResponse(description="A notification or a response: accepted, no body."),
-        400: _error("Not JSON-RPC, or (2026-07-28) an envelope or headers that disagree."),
+        400: _error(
+            "Not JSON-RPC, an unsupported MCP-Protocol-Version, a batch on a revision without batches (2025-06-18 "
+            "on), or (2026-07-28) an envelope or headers that disagree."
+        ),
         401: _error("The credentials were refused (see WWW-Authenticate)."),
         403: _error("The Origin is not one of the site's hosts."),
         404: _error("(2026-07-28) No such method."),

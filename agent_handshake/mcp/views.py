@@ -10,9 +10,9 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
 - a request gets a JSON-RPC response (a batch, a JSON array of them, each request in it counted against the rate
   limits as one request); notifications and responses get 202. Batches are for the revisions that have them
   (2024-11-05, 2025-03-26, and a request without ``MCP-Protocol-Version``); on 2025-06-18 and later one is an
-  invalid request, refused whole. A batch has the HTTP request's credentials and
-  ``Idempotency-Key``: one carrying ``params._meta.auth``, or a key with more than one ``tools/call``, is refused,
-  as is one holding ``initialize`` (which MUST NOT be batched);
+  invalid request, refused whole, and one naming a revision we do not speak gets one error. A batch has the HTTP
+  request's credentials and ``Idempotency-Key``: one carrying ``params._meta.auth``, or a key with more than one
+  ``tools/call``, is refused, as is one holding ``initialize`` (which MUST NOT be batched);
   ``GET`` is 405: we offer no server-to-client stream. No ``Accept`` header is needed (AHP's 2024-11-05 client
   sends none), and no session: no ``Mcp-Session-Id`` is issued or checked;
 - a JSON-RPC error's HTTP status is 400 for a body that is not JSON-RPC (and, on 2026-07-28, the statuses that
@@ -148,7 +148,9 @@ class MCPView(FrontDoorView):
         self.exchanges: list[Exchange] = []
         if isinstance(data, list):
             version = batch_version(request.headers)
-            if version in VERSIONS and version not in BATCHING_VERSIONS:
+            if version not in VERSIONS:  # one answer for the HTTP request, a 400 as the transport says
+                return Response(unsupported(version).body(None), status=400)
+            if version not in BATCHING_VERSIONS:
                 message = (
                     f"Invalid Request: batching is not supported on protocol revision {version} (2025-06-18 removed "
                     "JSON-RPC batches); send each message in a POST of its own."
