@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from django.db import connections, router
+from django.db.migrations.executor import MigrationExecutor
 from django.db.utils import DatabaseError
 
 try:
@@ -25,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "agent_handshake.health needs django-health-check 4: pip install 'django-agent-handshake[health]'"
     ) from exc
 
-__all__ = ["CHECKS", "Embeddings", "IndexingBroker", "VectorDatabase"]
+__all__ = ["CHECKS", "Embeddings", "IndexingBroker", "Migrations", "VectorDatabase"]
 
 
 @dataclasses.dataclass
@@ -47,6 +48,39 @@ class VectorDatabase(Database):
             raise ServiceUnavailable("Could not read the database's extensions") from exc
         if row is None:
             raise ServiceUnavailable("The vector extension is not installed (run migrate)")
+
+
+#: The aliases whose database had every migration of agent_handshake applied when a probe last looked.
+_migrated_aliases: set[str] = set()
+
+
+@dataclasses.dataclass
+class Migrations(HealthCheck):
+    """The database has every migration of agent_handshake (and those they depend on) applied.
+
+    A node whose deployment's ``migrate`` failed would answer agents with 500s. Once a probe finds them all
+    applied, this process does not look again: migrations only go forward under a running site, and building the
+    migration graph on every probe would cost each one a read of every app's migration modules.
+    """
+
+    alias: str = "default"
+
+    def run(self) -> None:
+        if self.alias in _migrated_aliases:
+            return
+        connection = connections[self.alias]
+        try:
+            # On a connection of its own that it closes, as VectorDatabase does.
+            with connection.temporary_connection():
+                executor = MigrationExecutor(connection)
+                targets = executor.loader.graph.leaf_nodes("agent_handshake")
+                plan = executor.migration_plan(targets)
+        except DatabaseError as exc:
+            raise ServiceUnavailable("Could not read the applied migrations") from exc
+        if plan:
+            first, _ = plan[0]
+            raise ServiceUnavailable(f"Migrations from {first.app_label}.{first.name} on are not applied (run migrate)")
+        _migrated_aliases.add(self.alias)
 
 
 @dataclasses.dataclass
@@ -106,4 +140,4 @@ class IndexingBroker(HealthCheck):
 
 
 #: Every check of this module, for ``HealthCheckView.as_view(checks=...)``.
-CHECKS: tuple[type[HealthCheck], ...] = (VectorDatabase, Embeddings, IndexingBroker)
+CHECKS: tuple[type[HealthCheck], ...] = (VectorDatabase, Migrations, Embeddings, IndexingBroker)

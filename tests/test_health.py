@@ -15,22 +15,23 @@ from django.test import override_settings
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.health_urls")]
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECK_NAMES = ("VectorDatabase(alias='default')", "Embeddings()", "IndexingBroker()")
+CHECK_NAMES = ("VectorDatabase(alias='default')", "Migrations(alias='default')", "Embeddings()", "IndexingBroker()")
 
 
-def health_in_a_process(database_url: str, tmp_path) -> dict:
-    """``/health/``'s status and body from a process of its own whose database is ``database_url``."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": database_url,
-        "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path),
-    }
+def health_in_a_process(tmp_path, *args: str, **env: str) -> list[dict]:
+    """``/health/``'s status and body from a process of its own, with ``env`` over this one's environment (e.g.
+    ``DATABASE_URL``): one probe, or with ``--migrate-then-probe`` a second one after ``migrate agent_handshake``."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "AGENT_HANDSHAKE_QUEUE_DIR": str(tmp_path), **env}
     done = subprocess.run(
-        [sys.executable, "-c", HEALTH_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", HEALTH_IN_A_PROCESS, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.strip().splitlines() if line.startswith("{")]
 
 
 def health(client) -> tuple[int, dict[str, str]]:
@@ -93,17 +94,28 @@ def test_celery_indexing_with_a_reachable_broker(client, celery_app, tmp_path):
 
 HEALTH_IN_A_PROCESS = """
 import json
+import sys
+
 import django
 
 django.setup()
 from django.conf import settings
+from django.core.management import call_command
 from django.test import Client, override_settings
 
-# As the README advises: probes get no discovery headers, so the middleware never reads the database for them.
-exempt = {**settings.AGENT_HANDSHAKE, "EXEMPT_PATHS": [r"^/health/"]}
-with override_settings(ROOT_URLCONF="tests.health_urls", AGENT_HANDSHAKE=exempt):
-    response = Client().get("/health/", headers={"accept": "application/json"})
-print(json.dumps({"status": response.status_code, "body": response.json()}))
+
+def probe():
+    # As the README advises: probes get no discovery headers, so the middleware never reads the database for them.
+    exempt = {**settings.AGENT_HANDSHAKE, "EXEMPT_PATHS": [r"^/health/"]}
+    with override_settings(ROOT_URLCONF="tests.health_urls", AGENT_HANDSHAKE=exempt):
+        response = Client().get("/health/", headers={"accept": "application/json"})
+    print(json.dumps({"status": response.status_code, "body": response.json()}))
+
+
+probe()
+if "--migrate-then-probe" in sys.argv:
+    call_command("migrate", "agent_handshake", verbosity=0)
+    probe()
 """
 
 
@@ -111,7 +123,7 @@ print(json.dumps({"status": response.status_code, "body": response.json()}))
 @pytest.mark.django_db(databases=[])
 def test_database_without_the_vector_extension(database_without_pgvector, tmp_path):
     """The machine's PostgreSQL 15 answers but has no pgvector: the node cannot serve agents."""
-    result = health_in_a_process(database_without_pgvector, tmp_path)
+    [result] = health_in_a_process(tmp_path, DATABASE_URL=database_without_pgvector)
     assert result["status"] == 500
     assert (
         result["body"]["VectorDatabase(alias='default')"]
@@ -154,7 +166,9 @@ def test_embedding_server_answering_with_vectors_of_another_size(client, fake_op
 @pytest.mark.django_db(databases=[])
 def test_an_unknown_database_host_is_not_published(tmp_path):
     """The database's address stays in the log: django-health-check's own message names a host it cannot resolve."""
-    result = health_in_a_process("postgres://site:secret@db-primary.internal.invalid:5432/site", tmp_path)
+    [result] = health_in_a_process(
+        tmp_path, DATABASE_URL="postgres://site:secret@db-primary.internal.invalid:5432/site"
+    )
     assert result["status"] == 500
     assert result["body"]["VectorDatabase(alias='default')"] == "Unavailable: Could not connect to the database"
     assert "internal" not in json.dumps(result["body"])
@@ -176,3 +190,34 @@ def test_a_probe_leaves_no_database_connection_open(client):
     for _ in range(5):
         assert health(client)[0] == 200
     assert open_connections() <= before
+
+
+@pytest.mark.django_db(transaction=True)  # the migrations' DDL must be committed for the other process to see it
+def test_unapplied_migrations(client, tmp_path):
+    """A deployment whose migrate step failed: a node that starts on a database one migration of agent_handshake
+    behind would answer agents with 500s, so it is unhealthy; once migrate has run, the same process is healthy
+    again (an unhealthy result is not remembered). A healthy result is: this process, healthy before, does not
+    build the migration graph again on its later probes, so it does not see the step back."""
+    from django.core.management import call_command
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
+
+    graph = MigrationLoader(connection).graph
+    [latest] = graph.leaf_nodes("agent_handshake")
+    [previous] = [parent for parent in graph.node_map[latest].parents if parent[0] == "agent_handshake"]
+    assert health(client) == (200, dict.fromkeys(CHECK_NAMES, "OK"))
+    call_command("migrate", *previous, verbosity=0)
+    try:
+        remembered = health(client)
+        unmigrated, migrated = health_in_a_process(
+            tmp_path, "--migrate-then-probe", AGENT_HANDSHAKE_DB_NAME=connection.settings_dict["NAME"]
+        )
+    finally:
+        call_command("migrate", "agent_handshake", verbosity=0)
+    assert remembered == (200, dict.fromkeys(CHECK_NAMES, "OK"))
+    assert unmigrated["status"] == 500
+    assert unmigrated["body"]["Migrations(alias='default')"] == (
+        f"Unavailable: Migrations from {latest[0]}.{latest[1]} on are not applied (run migrate)"
+    )
+    assert unmigrated["body"]["VectorDatabase(alias='default')"] == "OK"
+    assert migrated == {"status": 200, "body": dict.fromkeys(CHECK_NAMES, "OK")}
