@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
+
+import numpy as np
 import pytest
 from django.db import connection
+from django.utils import timezone
 
-from agent_handshake.models import LexemeStat, Passage
+from agent_handshake.insights.gaps import refresh_nearest
+from agent_handshake.models import ContentGap, Document, LexemeStat, Passage
+from agent_handshake.retrieval.embeddings import get_embedding_backend
 from tests.testapp.models import Article
 
 
@@ -35,3 +41,56 @@ def test_removing_passages_stores_no_negative_or_empty_statistics(publish, djang
     )
     assert dict(LexemeStat.objects.values_list("lexeme", "passages")) == recount()
     assert LexemeStat.objects.get(lexeme="kettl").passages == 1
+
+
+@pytest.mark.django_db
+def test_a_gaps_nearest_page_is_its_nearest_passage_on_a_site_large_enough_for_the_hnsw_index(publish):
+    """A gap's nearest page asked the vector side for one row: with a filter (the clause that leaves out the
+    passages of a model no longer registered), pgvector's iterative scan stops at the first row of its scan that
+    passes the filter, which on the HNSW plan of a large site is often not the nearest one, so an editor was shown
+    a page less like the gap than the nearest. It now takes the nearest of a full candidate list."""
+    kettle = publish(Article, title="Kettle", slug="kettle-hnsw", body="Our kettle whistles.")
+    teapot = publish(Article, title="Teapot", slug="teapot-hnsw", body="Our teapot pours.")
+    documents = [Document.objects.get(url=article.get_absolute_url()) for article in (kettle, teapot)]
+    vectors = np.random.default_rng(11).standard_normal((3020, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    Passage.objects.all().delete()
+    Passage.objects.bulk_create(
+        Passage(
+            document=documents[n // 10 % 2],
+            position=n,
+            text=f"Passage {n}.",
+            title="Kettle",
+            # A tenth are a registered model's; the rest a model no longer registered (left out by the filter).
+            model_label="testapp.article" if n % 10 == 0 else "gone.model",
+            ahp_content_type="article",
+            embedding=vectors[n],
+        )
+        for n in range(3000)
+    )
+    now = timezone.now()
+    gaps = [
+        ContentGap.objects.create(
+            label=f"Question {n}",
+            centroid=vectors[3000 + n],
+            model_id=get_embedding_backend().model_id,
+            count=1,
+            first_seen=now - datetime.timedelta(minutes=n),
+            last_seen=now,
+        )
+        for n in range(20)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Passage._meta.db_table}")
+        cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
+    refresh_nearest(gaps)
+    served = vectors[:3000:10]
+    right = 0
+    for gap, centre in zip(gaps, vectors[3000:], strict=True):
+        gap.refresh_from_db()
+        similarities = served @ centre
+        best = int(np.argmax(similarities))
+        nearest = (documents[best % 2].pk, round(float(similarities[best]), 4))
+        right += (gap.nearest_document_id, gap.nearest_score) == pytest.approx(nearest, abs=2e-4)
+    # HNSW is approximate: the nearest of its candidates, not always the exact nearest; but never the first found.
+    assert right >= 18, right

@@ -222,7 +222,11 @@ def refresh_nearest(gaps: Sequence[ContentGap], backend: EmbeddingBackend | None
         return
     best = {}
     for gap in gaps:
-        found = retriever.vector_candidates(np.asarray(gap.centroid, dtype=np.float64), Filters(), 1)
+        # A full candidate list, not one row: with a filter (the passages of models no longer registered are left
+        # out), pgvector's iterative scan would stop at the first row that passes it, which on the HNSW plan of a
+        # large site is often not the nearest. The candidates come sorted by distance.
+        centre = np.asarray(gap.centroid, dtype=np.float64)
+        found = retriever.vector_candidates(centre, Filters(), app_settings.HNSW_EF_SEARCH)
         best[gap.pk] = found[0] if found else None
     documents = dict(
         Passage.objects.filter(pk__in=[hit[0] for hit in best.values() if hit]).values_list("pk", "document_id")
