@@ -11,9 +11,12 @@ Nothing is lost and nothing is done twice:
 - Every other worker (a redelivered message, a recovery) takes the row with ``SKIP LOCKED``: while one worker
   holds the job, the others leave it; once it is finished, they find nothing to do.
 - The worker's claim (``running``, one more attempt) is committed before its run takes the row lock, so a worker
-  killed mid-job has used an attempt. Between the two, a session-level advisory lock, held from before the claim
-  to the end of the run, tells a second delivery of the same message that a live worker has the job: it leaves
-  it, uncounted. A dead worker's connection takes that lock with it.
+  killed mid-job has used an attempt. Between the two, the claim itself is a lease: a second delivery of the same
+  message that finds the job running, its row unlocked and its claim younger than :data:`CLAIM_LEASE` (by the
+  database's clock) leaves it, uncounted, to the live worker about to lock it. Nothing is held between two
+  transactions, so this holds behind a pooler in transaction mode (PgBouncer), which gives a worker's server
+  connection to other clients between its transactions. A claim older than the lease whose row nobody holds
+  belongs to a dead worker: the next delivery (or recovery's) claims the job again.
 
 Callbacks are sent by :func:`deliver_callback` under the same discipline: the row lock while delivering, state
 saved after each attempt, retries with exponential backoff and jitter, recovery of lost retries.
@@ -21,17 +24,17 @@ saved after each attempt, retries with exponential backoff and jitter, recovery 
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DatabaseError, models, transaction
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..conf import app_settings
@@ -123,10 +126,22 @@ def register_callback_renderer(protocol: str, render: Callable[[Job], dict[str, 
 # --- running ----------------------------------------------------------------------------------------------------
 
 
+#: How long a claim keeps other deliveries off its job before its worker's run holds the row: far longer than the
+#: moment between the claim's commit and the run's lock, short enough that a worker killed in its first seconds
+#: does not wait for recovery.
+CLAIM_LEASE = datetime.timedelta(seconds=2)
+
+
 def _claim(job_id: str) -> bool:
-    """Mark the job running (committed at once, so pollers see it); False if it is not runnable here."""
+    """Mark the job running (committed at once, so pollers see it); False if it is not runnable here, or a fresh
+    claim says another worker is about to run it."""
     with transaction.atomic():
-        job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id, status__in=ACTIVE).first()
+        job = (
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(pk=job_id, status__in=ACTIVE)
+            .exclude(status=Status.RUNNING, started_at__gt=Now() - CLAIM_LEASE)
+            .first()
+        )
         if job is None:
             return False
         if cancel_requested(job.pk):  # cancelled while its worker died, or between two attempts
@@ -137,7 +152,7 @@ def _claim(job_id: str) -> bool:
             return False
         job.status = Status.RUNNING
         job.attempts += 1
-        job.started_at = timezone.now()
+        job.started_at = Now()  # the lease's start, by the clock that judges it
         job.progress = "Running" if job.attempts == 1 else f"Running (attempt {job.attempts})"
         job.recoveries, job.recover_after = 0, None  # a message arrived: recovery starts over if this run dies
         job.save(
@@ -146,39 +161,8 @@ def _claim(job_id: str) -> bool:
         return True
 
 
-@contextlib.contextmanager
-def _worker_lock(job_id: str) -> Iterator[bool]:
-    """Whether this connection holds the job's advisory lock (taken without waiting), held until the block ends.
-
-    Session-level, so it outlives the claim's commit; re-entrant, so a retry run eagerly inside a run (Celery's
-    always-eager mode) goes ahead.
-    """
-    key = f"agent_handshake.job:{job_id}"
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [key])
-        held = cursor.fetchone()[0]
-    try:
-        yield held
-    finally:
-        if held:
-            try:
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
-            except DatabaseError:
-                # A lock left on a reused connection would keep every later delivery off the job: drop the session.
-                logger.exception("Job %s: could not release its worker lock; closing the connection", job_id)
-                connection.close()
-
-
 def run(job_id: str) -> str:
     """Run one job to its next state; safe to call any number of times, from any number of workers."""
-    with _worker_lock(job_id) as held:
-        if not held:  # another delivery's live worker has it, between its claim and the end of its run
-            return "skipped"
-        return _run(job_id)
-
-
-def _run(job_id: str) -> str:
     if not _claim(job_id):
         return "skipped"
     with transaction.atomic():
