@@ -182,8 +182,12 @@ class ContentRegistry:
             raise NotRegistered(f"The model {model.__name__} is not registered.") from None
 
     def get_config_by_label(self, label: str) -> ContentConfig:
-        for model, config in self._configs.items():
-            if model._meta.label_lower == label.lower():
+        """The config of the model labelled ``label`` as Django labels it ("blog.Post" or "blog.post"; an app label
+        keeps its case: "MyApp.note"), or in another case ("myapp.note") when no other app's label differs only so."""
+        wanted = label_lower(label)
+        matches = [config for config in self._configs.values() if config.label.lower() == wanted.lower()]
+        for config in matches:
+            if config.label == wanted or len(matches) == 1:
                 return config
         raise NotRegistered(f"No registered model is labelled {label!r}.")
 

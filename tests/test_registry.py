@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+from django.apps.registry import Apps
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, models
 
 import agent_handshake
+from agent_handshake.models import Document
 from agent_handshake.registry import Capability, ContentConfig, NotRegistered
 from demo_site.shop.models import Order
 from tests.testapp.agents import ArticleContent
@@ -108,3 +114,63 @@ def test_capability_manifest_entry_carries_mode3_fields():
     assert entry["input_schema"] == schema
     assert "scope" not in entry  # not a manifest field (the schema forbids unknown keys)
     assert Capability(name="x", description="y", available=lambda: False).is_available() is False
+
+
+class Note(models.Model):
+    """A model of an app whose label is not lower case (``AppConfig.label = "MyApp"``), kept out of the project's
+    app registry."""
+
+    title = models.CharField(max_length=100)
+    body = models.TextField()
+
+    class Meta:
+        app_label = "MyApp"
+        apps = Apps()
+
+    def __str__(self):
+        return self.title
+
+    def get_absolute_url(self):
+        return f"/notes/{self.pk}/"
+
+
+class NoteContent(ContentConfig):
+    title_field = "title"
+    body_field = "body"
+
+
+@pytest.fixture
+def note_table():
+    with connection.schema_editor() as editor:
+        editor.create_model(Note)
+    yield
+    ContentType.objects.clear_cache()  # the content type's row goes with the test's transaction
+
+
+@pytest.mark.django_db
+def test_a_model_of_an_app_labelled_in_mixed_case_is_found_and_indexed(registries, note_table, publish, caplog):
+    """Django keeps an app label's case (``Note._meta.label_lower`` is "MyApp.note"), and the lookup by label
+    lower-cased only the label it was given: the model was never found. Each save's indexing failed with
+    NotRegistered (its objects were never answered from), as did ``agent_reindex --model MyApp.note``."""
+    content, _ = registries
+    agent_handshake.register(Note, NoteContent)
+    assert content.get_config_by_label("MyApp.note").model is Note
+    assert content.get_config_by_label("MyApp.Note").model is Note  # Model._meta.label
+    assert content.get_config_by_label("myapp.note").model is Note  # typed in another case: no other app is "myapp"
+    with caplog.at_level(logging.ERROR, logger="agent_handshake"):
+        note = publish(Note, title="Matcha", body="Whisk matcha in a zigzag until it foams.")
+    assert [record.getMessage() for record in caplog.records] == []
+    content_type = ContentType.objects.get_for_model(Note)
+    assert Document.objects.filter(content_type=content_type, object_id=str(note.pk)).exists()
+
+    # Two apps whose labels differ only in case: Django's label tells them apart, another case does not.
+    twin = type(
+        "Note",
+        (models.Model,),
+        {"__module__": __name__, "Meta": type("Meta", (), {"app_label": "myapp", "apps": Apps()})},
+    )
+    agent_handshake.register(twin, NoteContent)
+    assert content.get_config_by_label("MyApp.note").model is Note
+    assert content.get_config_by_label("myapp.Note").model is twin
+    with pytest.raises(NotRegistered):
+        content.get_config_by_label("MYAPP.note")
