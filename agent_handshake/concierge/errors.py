@@ -13,6 +13,7 @@ Every front door catches :class:`ConciergeError` in one exception handler and re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -28,6 +29,14 @@ class ConciergeError(Exception):
         if status is not None:
             self.status = status
         self.details = details
+
+
+def split_job_error(stored: Mapping[str, Any] | None) -> tuple[Any, Any, dict[str, Any]]:
+    """A failed or cancelled job's error, as the jobs module stores it (``{"code", "message", **details}``), split
+    back into its code, message (None where it has none) and details. Each front door renders the three in its own
+    shape, with its own fallbacks, so a refusal on a worker keeps the details a synchronous refusal shows."""
+    details = dict(stored or {})
+    return details.pop("code", None), details.pop("message", None), details
 
 
 class InvalidInput(ConciergeError):

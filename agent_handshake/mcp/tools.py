@@ -333,9 +333,9 @@ def job_status(arguments: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     if job.status in Job.ACTIVE:
         structured["progress"] = job.progress
         return result(f"Job {job.pk} is {job.status}: {job.progress or 'running'}.", structured, exchange.revision)
-    error = job.error or {}
-    details = {key: value for key, value in error.items() if key not in ("code", "message") and value is not None}
+    code, message, details = errors.split_job_error(job.error)
     # A refusal's details (fields...) too, as tool_error gives a synchronous refusal's.
-    structured["error"] = {"code": error.get("code") or job.status, "message": error.get("message") or "", **details}
-    message = error.get("message") or job.progress or "no further detail"
+    details = {key: value for key, value in details.items() if value is not None}
+    structured["error"] = {"code": code or job.status, "message": message or "", **details}
+    message = message or job.progress or "no further detail"
     return result(f"Job {job.pk} ended {job.status}: {message}.", structured, exchange.revision)

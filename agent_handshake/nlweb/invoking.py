@@ -172,13 +172,12 @@ def job_response(job: Job, *, cancelling: bool = False, conversation_id: str | N
         capability = capability_registry.get(job.capability) or Capability(job.capability, "", mode="MODE3")
         return Response(render.answer([action_item(capability, outcome)], response_format="conv_search",
                                       conversation_id=conversation_id))  # fmt: skip
-    error = dict(job.error or {})
-    message, reason = error.pop("message", None), error.pop("code", None)
-    error.pop("reason", None)
+    reason, message, details = errors.split_job_error(job.error)
+    details.pop("reason", None)
     failure = errors.ConciergeError(
         message or job.progress or f"The job is {job.status}.",
         code=FAILURES.get(job.status, "JOB_FAILED"),
         reason=reason or job.status,
-        **error,  # the refusal's details (its fields), as a synchronous Failure has them
+        **details,  # the refusal's details (its fields), as a synchronous Failure has them
     )
     return Response(render.failure(failure, conversation_id), status=200)

@@ -224,7 +224,7 @@ def callback_body(job: Job) -> dict[str, Any]:
     if outcome is not None:
         return {**body, "result": outcome.data}
     if job.error:
-        error = dict(job.error)
-        refusal = errors.ConciergeError(error.pop("message", ""), code=error.pop("code", "concierge_error"), **error)
+        code, message, details = errors.split_job_error(job.error)
+        refusal = errors.ConciergeError(message or "", code=code or "concierge_error", **details)
         body.update(error_body(refusal))  # its details (fields...) too, as a synchronous refusal's
     return body
