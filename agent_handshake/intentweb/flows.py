@@ -556,9 +556,11 @@ def job_reply(job: Job, interaction: Interaction) -> Reply:
     interaction.status = Interaction.Status.FAILED
     error = job.error or {}
     message = error.get("message") or job.progress or f"The job is {job.status}."
-    fields: dict[str, Any] = {"external_id": str(job.pk)}
+    # As a refusal's envelope has it (render_error): its code in status (sold_out, cancelled, concierge_error; an
+    # expired job has none), the job's own state beside it.
+    fields: dict[str, Any] = {"external_id": str(job.pk), "job_status": str(job.status)}
     named = error.get("fields")
     if isinstance(named, list) and named:  # a refusal's fields, as an error envelope names them (render_error)
         # A capability names its input as "input.<field>"; here that input is the collected_information.
         fields["fields"] = [re.sub(r"^input\.", "collected_information.", str(name)) for name in named]
-    return Reply("error", cell(message, 600), status=str(job.status), fields=fields)
+    return Reply("error", cell(message, 600), status=str(error.get("code") or job.status), fields=fields)

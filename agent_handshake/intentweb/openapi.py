@@ -25,7 +25,15 @@ RESPONSE["properties"].update(
             "items": {"type": "string"},
             "description": "Extension: the input field names behind required_information.",
         },
-        "status": {"type": "string"},
+        "status": {
+            "type": "string",
+            "description": "On execution_result and error: the outcome, or the code of the refusal or job error.",
+        },
+        "job_status": {
+            "type": "string",
+            "description": "Extension, on the error that ends an async capability's job: the job's state (failed, "
+            "cancelled, expired).",
+        },
         "external_id": {"type": "string"},
         "result": {"type": "object", "description": "Extension: the capability's output (its output_schema)."},
         "options": {"type": "array", "items": {"type": "object"}, "description": "Extension: what to choose from."},

@@ -1,0 +1,121 @@
+"""IntentWeb's refusals: a failed job's ``error`` envelope names its code where a refusal names its own, an unsafe
+``callback_url`` is refused (not asked for again), a replayed or forged message costs no DNS lookup, and what a
+client sent comes back bounded, markdown-escaped where it is quoted in a message, never as markup."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import unicodedata
+
+import pytest
+
+import agent_handshake
+from agent_handshake.concierge.jobs import cancel, deliver_callback
+from agent_handshake.concierge.jobs import run as run_job
+from agent_handshake.models import Job
+from tests.test_callbacks import Receiver
+from tests.test_intentweb import Agent, key
+
+pytestmark = pytest.mark.django_db
+
+SOLD_OUT = "That blend is sold out until spring."
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>[click](javascript:alert(1))'
+INVISIBLE = "\u202e\u200b\x07\x1b[31m"  # a right-to-left override, a zero-width space, a bell, an escape sequence
+
+
+@pytest.fixture
+def blending(registries):
+    """One MODE3 capability, ``async``: a custom blend, refused (``sold_out``) for the blend BL-999."""
+    for capability in list(registries[1]):
+        if capability.action_type:
+            registries[1].unregister(capability.name)
+
+    @agent_handshake.capability(
+        description="Order a custom tea blend.",
+        action_type="async",
+        intent="Order a custom tea blend",
+        input_schema={
+            "type": "object",
+            "required": ["blend"],
+            "properties": {"blend": {"type": "string", "maxLength": 40, "pattern": "^BL-[0-9]{3}$"}},
+        },
+        output_schema={"type": "object"},
+    )
+    def order_blend(invocation):
+        if invocation.input["blend"] == "BL-999":
+            raise agent_handshake.ActionFailed(SOLD_OUT, code="sold_out", status=409)
+        return agent_handshake.Outcome({"blend": invocation.input["blend"]}, answer="Your blend is on its way.")
+
+    return order_blend
+
+
+def started(agent: Agent) -> None:
+    status, reply = agent.send("intent_request", "Order a custom tea blend")
+    assert (status, reply["flow_type"], reply["required_fields"]) == (200, "information_request", ["blend"]), reply
+
+
+def safe_text(text: str, limit: int) -> None:
+    """``text`` (markdown) is at most ``limit`` characters, with no markup, link or invisible character a client put
+    in it: a ``<`` or a ``](`` is escaped (shown as text)."""
+    assert len(text) <= limit, (len(text), text[:200])
+    assert not re.search(r"(?<!\\)<|(?<!\\)\]\(", text), text
+    invisible = [char for char in text if char != "\n" and unicodedata.category(char) in ("Cc", "Cf")]
+    assert not invisible, (invisible, text)
+
+
+@pytest.fixture
+def lookups(monkeypatch):
+    """The host names resolved meanwhile (socket's own lookup, spied on)."""
+    resolved = []
+    resolve = socket.getaddrinfo
+
+    def spied(host, *args, **kwargs):
+        resolved.append(host)
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", spied)
+    return resolved
+
+
+# --- a failed job's error envelope ----------------------------------------------------------------------------------
+
+
+def test_a_failed_jobs_error_envelope_carries_its_code_where_a_refusal_carries_its_own(client, blending):
+    """A refusal's envelope names its code in ``status`` (``invalid_request``, ``rate_limited``...); a failed job's
+    said ``status: failed`` whatever it failed of, so a client could not tell a blend sold out from a crash. It
+    names the job's error code there, in the poll and in the callback, and the job's state in ``job_status``."""
+    receiver = Receiver().start()
+    try:
+        agent = Agent(client, secret=key())
+        started(agent)
+        status, reply = agent.send("information_response", "BL-999", callback_url=receiver.url("/blend-hook"))
+        assert (status, reply["status"]) == (200, "accepted"), reply
+        job_id = reply["external_id"]
+        assert run_job(job_id) == Job.Status.FAILED
+        status, reply = agent.send("information_response", "Any news?")
+        assert status == 200, reply
+        assert (reply["flow_type"], reply["status"], reply["job_status"]) == ("error", "sold_out", "failed"), reply
+        assert reply["external_id"] == job_id
+        assert "sold out until spring" in reply["message"]
+        deliver_callback(job_id)
+        (request,) = receiver.requests
+        posted = json.loads(request["body"])
+        agent.check(posted)
+        assert (posted["flow_type"], posted["status"], posted["job_status"]) == ("error", "sold_out", "failed")
+    finally:
+        receiver.stop()
+    # A refusal of a message puts its code in the same place.
+    status, refused = agent.send("information_response", "Any news?")
+    assert (status, refused["flow_type"], refused["status"]) == (409, "error", "interaction_closed")
+
+
+def test_a_cancelled_job_ends_its_interaction_with_the_code_cancelled(client, blending):
+    agent = Agent(client, secret=key())
+    started(agent)
+    _, reply = agent.send("information_response", "BL-100")
+    cancel(reply["external_id"])
+    status, reply = agent.send("information_response", "Any news?")
+    assert (status, reply["flow_type"], reply["status"], reply["job_status"]) == (200, "error", "cancelled",
+                                                                                  "cancelled"), reply  # fmt: skip
