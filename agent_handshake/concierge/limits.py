@@ -6,11 +6,13 @@ subscriber usually holds whole) and per ``requesting_agent`` name *from that net
 another sender's quota. The most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets
 (§11.4) are counted per session (on the session row, the budget of the session's tier) and per client network
 per day (a cache counter). An answer reserves what it may spend on both before it starts (:func:`reserve_tokens`),
-so requests sent at once cannot all find the same last tokens left.
+so requests sent at once cannot all find the same last tokens left; on the daily budget a reservation counts for a
+bounded time, so one its process never released (killed mid-answer) does not hold the budget until the next day.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import re
@@ -213,8 +215,8 @@ def session_budget(tier: str) -> int:
     return int(budget.split("/", 1)[0]) if budget else 0
 
 
-def _daily_key(ip: str) -> str:
-    return f"agent_handshake:tokens:{ip}:{datetime.date.today().isoformat()}"
+def _daily_key(ip: str, now: float) -> str:
+    return f"agent_handshake:tokens:{ip}:{datetime.date.fromtimestamp(now).isoformat()}"
 
 
 def seconds_until_tomorrow() -> int:
@@ -225,49 +227,77 @@ def seconds_until_tomorrow() -> int:
 
 DAILY_TTL = 86400 + 3600
 
+#: Reservations on the daily budget are counted per slot of this many seconds, and one counts while the reader's
+#: slot is its own or a neighbour: a reservation never released stops counting after one to two slots. An answer
+#: still being written after that no longer holds its tokens (what it spends is counted when it is done).
+RESERVATION_SLOT_SECONDS = 300
 
-def daily_tokens_used(ip: str) -> int:
-    return int(caches[app_settings.CACHE_ALIAS].get(_daily_key(ip), 0))
+
+def _held_keys(ip: str, now: float) -> list[str]:
+    """The counters of ``ip``'s reservations that count at ``now``: its slot's first (where it reserves), then
+    the slots either side (a neighbour: another process's clock may be a little ahead or behind)."""
+    slot = int(now // RESERVATION_SLOT_SECONDS)
+    return [f"agent_handshake:tokens-held:{ip}:{n}" for n in (slot, slot - 1, slot + 1)]
+
+
+def daily_tokens_used(ip: str, now: float | None = None) -> int:
+    """What ``ip``'s network spent today, and what its answers being written hold."""
+    now = time.time() if now is None else now
+    values = caches[app_settings.CACHE_ALIAS].get_many([_daily_key(ip, now), *_held_keys(ip, now)])
+    return sum(int(value) for value in values.values())
 
 
 def add_daily_tokens(ip: str, tokens: int) -> None:
     if tokens <= 0:
         return
-    _add(_daily_key(ip), tokens)
+    _add(_daily_key(ip, time.time()), tokens, DAILY_TTL)
 
 
-def _add(key: str, tokens: int) -> int:
-    """Add ``tokens`` to the counter ``key`` atomically (the cache's incr/decr); its new value."""
+def _add(key: str, tokens: int, ttl: int) -> int:
+    """Add ``tokens`` to the counter ``key`` with the cache's incr (atomic in Redis, Memcached and the local-memory
+    cache); its new value."""
     cache = caches[app_settings.CACHE_ALIAS]
-    cache.add(key, 0, DAILY_TTL)
+    cache.add(key, 0, ttl)
     try:
-        return cache.incr(key, tokens) if tokens >= 0 else cache.decr(key, -tokens)
+        return cache.incr(key, tokens)
     except ValueError:  # expired between add and incr
-        cache.set(key, max(0, tokens), DAILY_TTL)
-        return max(0, tokens)
+        cache.set(key, tokens, ttl)
+        return tokens
+
+
+def _take_back(key: str, tokens: int) -> None:
+    """Subtract a reservation's ``tokens`` from its slot's counter, unless the counter has expired (with them)."""
+    with contextlib.suppress(ValueError):
+        caches[app_settings.CACHE_ALIAS].decr(key, tokens)
 
 
 @dataclass
 class TokenReservation:
-    """Tokens held for one answer on its session's row and its client network's daily counter, until
+    """Tokens held for one answer on its session's row and its client network's daily budget, until
     :meth:`release` (what the answer spent is counted as before: the turn's tokens, ``add_daily_tokens``)."""
 
     tokens: int = 0
     session_id: str | None = None  # the session row the tokens are held on (None: none, or a new session)
-    daily_key: str | None = None  # the day's counter they are held on (the day the reservation was made)
+    held_key: str | None = None  # the counter of the slot they are held in on the daily budget
 
     def release(self) -> None:
         """Give the tokens back (once; nothing to do for a reservation of nothing)."""
         if self.session_id is not None:
             ConverseSession.objects.filter(pk=self.session_id).update(tokens_used=F("tokens_used") - self.tokens)
             self.session_id = None
-        if self.daily_key is not None:
-            _add(self.daily_key, -self.tokens)
-            self.daily_key = None
+        if self.held_key is not None:
+            _take_back(self.held_key, self.tokens)
+            self.held_key = None
 
 
 def reserve_tokens(
-    session: ConverseSession, session_budget: int, network: str, daily_budget: int, tokens: int
+    session: ConverseSession,
+    session_budget: int,
+    network: str,
+    daily_budget: int,
+    tokens: int,
+    *,
+    now: float | None = None,
 ) -> TokenReservation:
     """Reserve ``tokens`` (the most an answer may write: its ``max_tokens``) for one answer of ``session``, or raise
     :class:`~.errors.RateLimited` when the session's budget or ``network``'s daily budget is spent (0: none).
@@ -276,7 +306,8 @@ def reserve_tokens(
     atomic step on each counter (a conditional UPDATE of the session's row, the cache's incr), so requests sent at
     once cannot all find the same last tokens left: one starts, the others are refused, as they would be one after
     the other. The caller records what the answer spent as before, and releases the reservation when it is done
-    (whether it answered or failed): the tokens are held only while it answers.
+    (whether it answered or failed): the tokens are held only while it answers, and on the daily budget for two
+    :data:`RESERVATION_SLOT_SECONDS` at most (``now``: the Unix time it is made at).
     """
     reservation = TokenReservation(tokens=tokens)
     if session_budget:
@@ -293,12 +324,17 @@ def reserve_tokens(
                 "Token budget for this session has been exhausted.", scope="session_tokens", retry_after=None
             )
     if daily_budget:
-        key = _daily_key(network)
-        if _add(key, tokens) - tokens >= daily_budget:
-            _add(key, -tokens)
+        now = time.time() if now is None else now
+        key, *neighbours = _held_keys(network, now)
+        # The slot's own counter first, then the others: of two reservations made at once, in two slots, at least
+        # one sees the other (in one slot, the incr orders them).
+        held = _add(key, tokens, 3 * RESERVATION_SLOT_SECONDS)
+        others = caches[app_settings.CACHE_ALIAS].get_many([_daily_key(network, now), *neighbours])
+        if held - tokens + sum(int(value) for value in others.values()) >= daily_budget:
+            _take_back(key, tokens)
             reservation.release()
             raise errors.RateLimited(
                 "Daily token budget for this IP address is exhausted.", scope="ip", retry_after=seconds_until_tomorrow()
             )
-        reservation.daily_key = key
+        reservation.held_key = key
     return reservation

@@ -1,0 +1,41 @@
+"""Token reservations (limits.reserve_tokens) that are never released, as when the process writing the answer is
+killed: they hold the client network's daily budget for a bounded time, not until the next day."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.utils import timezone
+
+from agent_handshake.concierge import errors
+from agent_handshake.concierge.limits import (
+    RESERVATION_SLOT_SECONDS,
+    add_daily_tokens,
+    daily_tokens_used,
+    reserve_tokens,
+)
+from agent_handshake.models import ConverseSession
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_reservation_never_released_stops_holding_the_daily_budget_after_two_slots():
+    network = "203.0.113.40"
+    session = ConverseSession.objects.create(
+        capability="content_search", client_ip=network, last_active_at=timezone.now()
+    )
+    noon = datetime.datetime.combine(datetime.date.today(), datetime.time(12)).timestamp()
+    add_daily_tokens(network, 42)  # spent today
+    reserve_tokens(session, 0, network, 90, 50, now=noon)  # its answer's process is killed: never released
+    assert daily_tokens_used(network, now=noon) == 42 + 50
+    with pytest.raises(errors.RateLimited):  # 92 of its 90 counted: spent
+        reserve_tokens(session, 0, network, 90, 50, now=noon)
+    a_slot_on = noon + RESERVATION_SLOT_SECONDS
+    assert daily_tokens_used(network, now=a_slot_on) == 42 + 50  # an answer may take that long: still held
+    two_slots_on = noon + 2 * RESERVATION_SLOT_SECONDS
+    assert daily_tokens_used(network, now=two_slots_on) == 42  # what was spent stays counted for the day
+    reservation = reserve_tokens(session, 0, network, 90, 50, now=two_slots_on)
+    assert daily_tokens_used(network, now=two_slots_on) == 42 + 50
+    reservation.release()
+    assert daily_tokens_used(network, now=two_slots_on) == 42
