@@ -21,6 +21,7 @@
 ``agent_handshake.E014``  ``SEARCH_CONFIG`` names a text search configuration the database does not have
 ``agent_handshake.W006``  a capability's input declares ``other``, the key schema templates keep for free text
 ``agent_handshake.E015``  a registered config's ``order`` is not a number
+``agent_handshake.W007``  a site's capability replaces a built-in or generated one of the same name
 =====================  ====================================================================================
 """
 
@@ -503,6 +504,22 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     return errors
 
 
+def _app_capabilities() -> dict[str, str]:
+    """The names of the capabilities the app registers itself (:mod:`.concierge.capabilities`, which names them
+    the same way), each with what it is."""
+    from .concierge.capabilities import PLAIN_TYPES
+
+    names = {"contact": "the built-in one (the site profile's contact details)"}
+    if len(content_registry):
+        names["site_info"] = "the built-in one (the site profile and the pages marked site_info)"
+        names["content_search"] = "the built-in one (a search of all registered content)"
+    for config in content_registry.configs():
+        if config.content_type not in PLAIN_TYPES:
+            name = config.capability_name or f"get_{config.model._meta.model_name}"
+            names.setdefault(name, f"the one generated for {config.label} ({config.content_type})")
+    return names
+
+
 @register(Tags.compatibility)
 def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     from .schema_templates.templates import OTHER  # the reserved key; the module needs the app registry ready
@@ -516,6 +533,7 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         for capability in capability_registry.duplicates
     ]
     registered = {config.label for config in content_registry.configs()}
+    app_capabilities = _app_capabilities()
     for capability in capability_registry:
         problems = []
         if not CAPABILITY_NAME.match(capability.name) or len(capability.name) > 64:
@@ -582,6 +600,17 @@ def check_capabilities(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                     "(and, if required, every structured submission is refused).",
                     hint="Rename the property.",
                     id="agent_handshake.W006",
+                )
+            )
+        replaced = app_capabilities.get(capability.name)
+        if replaced and not any(capability is own for own in capability_registry.builtin):
+            # That is how a site replaces one, but a name chosen without knowing it was taken loses the app's.
+            errors.append(
+                Warning(
+                    f"Capability {capability.name!r} replaces {replaced}.",
+                    hint="If that is intended, add 'agent_handshake.W007' to SILENCED_SYSTEM_CHECKS; otherwise "
+                    "rename the capability.",
+                    id="agent_handshake.W007",
                 )
             )
     return errors

@@ -328,6 +328,9 @@ class CapabilityRegistry:
     def __init__(self) -> None:
         self._capabilities: dict[str, Capability] = {}
         self.duplicates: list[Capability] = []
+        #: Those the app registered itself (:mod:`.concierge.capabilities`), told apart from a site's capability of
+        #: the same name, which is kept instead of one (check W007).
+        self.builtin: list[Capability] = []
 
     def register(self, capability: Capability) -> Capability:
         if capability.name in self._capabilities:

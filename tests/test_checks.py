@@ -307,6 +307,27 @@ def test_w006_an_input_property_named_other(registries):
     assert "'note'" in errors[0].msg
 
 
+def test_w007_a_capability_in_place_of_a_built_in_or_generated_one(registries, settings):
+    """A site's capability named like one the app provides is kept instead of it: what a site wants, or a name
+    chosen without knowing it was taken (the site then silently lost its contact details, or its video answers)."""
+    assert checks.check_capabilities() == []  # the built-in and generated ones themselves
+    for name in ("contact", "get_video"):
+        agent_handshake.capability_registry.unregister(name)
+        agent_handshake.register_capability(Capability(name=name, description="The site's own."))
+    messages = checks.check_capabilities()
+    assert ids(messages) == ["agent_handshake.W007", "agent_handshake.W007"]
+    contact, video = sorted(messages, key=lambda message: message.msg)
+    assert "'contact'" in contact.msg
+    assert "built-in" in contact.msg
+    assert "'get_video'" in video.msg
+    assert "videos.video" in video.msg
+    assert "SILENCED_SYSTEM_CHECKS" in contact.hint
+    settings.SILENCED_SYSTEM_CHECKS = [*settings.SILENCED_SYSTEM_CHECKS, "agent_handshake.W007"]
+    out = StringIO()
+    call_command("check", stdout=out)
+    assert "no issues" in out.getvalue()
+
+
 @pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
 def test_e010_database_not_postgresql(settings):
     settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}

@@ -191,3 +191,21 @@ def test_a_section_order_that_is_not_a_number_is_named_by_check_at_start_up(tmp_
     assert "TypeError" not in run.stderr
     assert "agent_handshake.E015" in run.stderr
     assert "OrderContent.order is '1'" in run.stderr
+
+
+def test_a_capability_of_an_agents_module_named_like_a_built_in_one_is_named_by_check(tmp_path):
+    """Registered before the built-in ones, it is kept instead of the app's own: ``check`` says so (W007)."""
+    agents = """
+        import agent_handshake
+        from agent_handshake.concierge import answering
+
+        agent_handshake.register_capability(
+            agent_handshake.Capability(
+                name="content_search", description="Search the tea notes.", handler=answering.content_answer
+            )
+        )
+    """
+    run = _run(tmp_path, {"agents.py": agents}, "-m", "django", "check")
+    assert run.returncode == 0, run.stderr
+    assert "agent_handshake.W007" in run.stderr
+    assert "'content_search'" in run.stderr
