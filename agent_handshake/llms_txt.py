@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Iterator
+from urllib.parse import quote
 
 from django.contrib.contenttypes.models import ContentType
 from django.urls import reverse
@@ -26,10 +27,16 @@ def _one_line(text: str) -> str:
 
 # Markdown that could turn text into a link, an image, an autolink, HTML or a code span swallowing what follows.
 _INLINE_MARKUP = re.compile(r"([\\`\[\]<>])")
+#: What a link target cannot hold as it is, percent-encoded (as UTF-8): a space, "<" or ">" ends it, an unbalanced
+#: parenthesis closes it, a backslash escapes the character after it (before the closing ")", the link is gone),
+#: and control characters are not allowed in it; they and the line separators also end the line, and with it the
+#: list item, for a reader that splits lines as Python's ``str.splitlines`` does. "%" is kept: the URL's own %XX
+#: escapes are not encoded twice.
 _URL_UNSAFE = str.maketrans(
-    {" ": "%20", "(": "%28", ")": "%29", "<": "%3C", ">": "%3E"}
-    # Control characters (a line break would end the link and the list item) are not allowed in a link target.
-    | {chr(code): f"%{code:02X}" for code in (*range(0x20), 0x7F)}
+    {
+        character: quote(character, safe="")
+        for character in (*" ()<>\\", *map(chr, (*range(0x20), *range(0x7F, 0xA0))), "\u2028", "\u2029")
+    }
 )
 
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from agent_handshake.llms_txt import absolute_url
 from tests.test_mode1_documents import FORGED_TITLE, links_in
 from tests.testapp.models import Article
 
@@ -72,3 +73,51 @@ def test_every_section_is_a_file_list_and_contact_and_section_notes_come_before_
     assert "hi@example.com" in parsed["info"]
     assert "+1 555 0100" in parsed["info"]
     assert "Articles: Test articles." in parsed["info"]  # the test app's section_description
+
+
+#: Object URLs holding what ends or bends a markdown link target: a backslash escapes the ``)`` that closes it (or
+#: the character after it), spaces, angle brackets and parentheses end it, line separators end the line for a
+#: reader that splits lines as Python does. ``%25`` and ``%41`` are escapes already, to be kept as they are.
+HOSTILE_URLS = [
+    "/articles/tea\\",
+    "/articles/green\\)tea",
+    "/articles/tea\\\\pot",
+    "/articles/(tea",
+    "/articles/tea) [x](y",
+    "/articles/<tea>",
+    "/articles/50%25 off",
+    "/articles/%41\u2028## Optional\x85",
+    "https://cdn.example/tea\\",
+]
+
+
+def test_urls_that_would_break_a_link_target_are_percent_encoded_once(client, publish, registries):
+    """A backslash in an object's URL was copied into the link target, where markdown reads it as an escape: at
+    the URL's end it swallowed the ``)`` and the item was no link at all, before another one it vanished. Every
+    reader now finds each item's own URL, percent-encoded, and escapes that were there are not encoded again."""
+    from urllib.parse import unquote
+
+    from tests.testapp.agents import ArticleContent
+
+    class URLAsSlug(ArticleContent):
+        def get_url(self, obj):  # as a get_absolute_url() that returns the slug would
+            return obj.slug
+
+    content_registry, _ = registries
+    content_registry.unregister(Article)
+    content_registry.register(Article, URLAsSlug)
+    for number, url in enumerate(HOSTILE_URLS):
+        publish(Article, title=f"Tea {number} \\", slug=url, body="Tea.")
+    text = client.get("/llms.txt").content.decode()
+    titles = [f"Tea {number} \\" for number in range(len(HOSTILE_URLS))]
+    expected = sorted(
+        zip(titles, [unquote(absolute_url("http://testserver", url)) for url in HOSTILE_URLS], strict=True)
+    )
+    listed = items(text, "Articles")
+    assert all(set(item["url"]).isdisjoint(" \\()<>\u2028\x85") for item in listed), listed
+    # The reference parser reads the title as written, with the backslash escape markdown gives it.
+    assert sorted((item["title"].replace("\\\\", "\\"), unquote(item["url"])) for item in listed) == expected
+    links = [
+        (title, unquote(href)) for title, href in links_in(text) if href.startswith(("http://testserver/a", "https"))
+    ]
+    assert sorted(links) == expected
