@@ -193,6 +193,7 @@ def test_a_section_order_that_is_not_a_number_is_named_by_check_at_start_up(tmp_
     assert "OrderContent.order is '1'" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_capability_of_an_agents_module_named_like_a_built_in_one_is_named_by_check(tmp_path):
     """Registered before the built-in ones, it is kept instead of the app's own: ``check`` says so (W007)."""
     agents = """
