@@ -14,7 +14,7 @@ import pytest
 import agent_handshake
 from agent_handshake.concierge.jobs import cancel, deliver_callback
 from agent_handshake.concierge.jobs import run as run_job
-from agent_handshake.models import Job
+from agent_handshake.models import IntentNonce, Interaction, Job
 from tests.test_callbacks import Receiver
 from tests.test_intentweb import Agent, key
 
@@ -119,3 +119,38 @@ def test_a_cancelled_job_ends_its_interaction_with_the_code_cancelled(client, bl
     status, reply = agent.send("information_response", "Any news?")
     assert (status, reply["flow_type"], reply["status"], reply["job_status"]) == (200, "error", "cancelled",
                                                                                   "cancelled"), reply  # fmt: skip
+
+
+# --- an unsafe callback_url -------------------------------------------------------------------------------------------
+
+
+def test_an_unsafe_callback_url_is_refused_not_asked_for(client, blending):
+    """The SSRF check's refusal names the field ``callback_url``; the site took it for a field of the capability's
+    input and asked for it in an information_request, again after every answer. It is refused as AHP refuses it
+    (400 ``invalid_request`` naming the field, saying why); the message changes nothing: sent again with a URL the
+    site accepts, it is accepted."""
+    agent = Agent(client, secret=key())
+    started(agent)
+    body = agent.envelope("information_response", "BL-100", callback_url="http://192.0.2.1/hook")
+    status, reply = agent.post(body)
+    assert status == 400, reply
+    assert (reply["flow_type"], reply["status"], reply["fields"]) == ("error", "invalid_request", ["callback_url"])
+    assert "refused" in reply["message"], reply
+    assert "publicly routable" in reply["message"], reply
+    assert "required_fields" not in reply
+    assert not Job.objects.exists()
+    assert Interaction.objects.get(interaction_id=agent.interaction_id).collected == {}
+    assert not IntentNonce.objects.filter(nonce=body["attribution"]["nonce"]).exists()
+    status, reply = agent.send("information_response", "BL-100", callback_url="http://127.0.0.1:9/hook")
+    assert (status, reply["status"]) == (200, "accepted"), reply
+    assert Job.objects.get().callback_url == "http://127.0.0.1:9/hook"
+
+
+def test_a_hostile_callback_url_is_quoted_bounded_and_escaped(client, blending):
+    agent = Agent(client, secret=key())
+    started(agent)
+    for url in (f"http://{HOSTILE.replace(' ', '')}/hook", "http://" + "a" * 1500 + "<b>x</b>.example/"):
+        status, reply = agent.send("information_response", "BL-100", callback_url=url)
+        assert (status, reply["status"], reply["fields"]) == (400, "invalid_request", ["callback_url"]), reply
+        safe_text(reply["message"], 1000)
+    assert not Job.objects.exists()

@@ -173,8 +173,8 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_interactions
     # A callback URL the site refuses is still refused where it was, once the input is complete: no job.
     status, reply = agent.send("information_response", "11:00", collected_information={"time": "11:00"},
                                callback_url="http://192.0.2.1/hook")  # fmt: skip
-    assert (status, reply["status"]) == (200, "invalid_request"), reply
-    assert reply["required_fields"] == ["callback_url"]  # as the refusal names it: send another
+    assert (status, reply["status"]) == (400, "invalid_request"), reply
+    assert reply["fields"] == ["callback_url"]  # as the refusal names it: send another
     assert not Job.objects.exists()
 
     monkeypatch.setattr(socket, "getaddrinfo", spied)

@@ -460,7 +460,12 @@ class Turn:
             interaction.save(update_fields=TURN_FIELDS)
             return self.ask(capability, result.missing, [])
         error = result.error
-        fixable = [str(name).split(".")[-1] for name in error.details.get("fields") or []]
+        named = [str(name) for name in error.details.get("fields") or []]
+        if "callback_url" in named:  # the SSRF check's (calls.check_callback), of the envelope's own field
+            # Not the capability's input: asked for as if it were missing, it would be asked for after every answer.
+            # The message is refused, as AHP refuses the call, and changes nothing: send it again with another URL.
+            raise errors.InvalidInput(cell(error.message, 400), fields=["callback_url"])
+        fixable = [name.split(".")[-1] for name in named]
         if error.status in (400, 409) and fixable:
             for name in fixable:
                 interaction.collected.pop(name, None)
