@@ -16,7 +16,7 @@
   ``error``) once it is done; a ``callback_url`` gets that last envelope posted.
 - ``execution_result`` and ``error`` end the interaction: a later message gets ``interaction_closed``. A client's
   ``error`` closes it. A request refused before it is accepted (a malformed envelope, a replayed nonce,
-  credentials) changes nothing stored: it can be sent again, corrected.
+  credentials, a ``callback_url`` the SSRF check refuses) changes nothing stored: it can be sent again, corrected.
 
 Messages are markdown built from the backend's facts (the capability's own answer and output, its schema's
 descriptions); what the client sent is shown only as escaped table cells.
