@@ -720,7 +720,8 @@ class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
             trust.set_by_operator(obj, wanted, request.user.get_username() or "an operator")
 
     # Deleting an agent deletes its key and maybe its client (``models.identity.delete_the_agents_key``), which no
-    # cascade reaches: the delete page lists them, with the permissions they need, as if one did.
+    # cascade reaches: the delete page lists them, with the permissions they need, as if one did. A blocked agent
+    # cannot be deleted (``models.identity.refuse_blocked``): the page says so, as it does for a protected object.
 
     def left_behind(self, agents: Any) -> tuple[list[AgentClient], list[ApiKey]]:
         """What would outlive ``agents``: the clients holding nothing but an agent's key, and the agents' keys whose
@@ -748,6 +749,17 @@ class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
                 counts[name] = counts.get(name, 0) + count
             perms_needed |= more_perms
             protected += [line for line in more_protected if line not in agents]  # they go first
+        protected += [
+            format_html(
+                'Verified agent: <a href="{}">{}</a>, which is blocked. Unblock it first to delete it: a deleted DID '
+                "can complete a new handshake and start again at the default trust, so to keep it out, leave it "
+                "blocked.",
+                reverse(f"{self.admin_site.name}:agent_handshake_verifiedagent_change", args=[agent.pk]),
+                agent.did,
+            )
+            for agent in objs
+            if agent.blocked
+        ]
         return deleted, counts, perms_needed, protected
 
 

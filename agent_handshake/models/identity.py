@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, router, transaction
+from django.db.models import ProtectedError
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
@@ -171,6 +172,15 @@ class SeenSignature(SpentValue):
 # --- verified agent identity (Agent Semantic Protocol DIDs) -------------------------------------------------------
 
 
+class VerifiedAgentQuerySet(models.QuerySet["VerifiedAgent"]):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Refused, like a protected relation, if any of the agents is blocked (see :func:`refuse_blocked`)."""
+        using = self._db or router.db_for_write(self.model, **self._hints)
+        with transaction.atomic(using=using):
+            refuse_blocked(self.using(using))
+            return super().delete()
+
+
 class VerifiedAgent(models.Model):
     """A visiting agent that proved it holds the Ed25519 key its DID names (``identity.handshake``), with the trust
     it has earned. Its requests are counted, own their sessions and jobs, and are logged as this DID: through
@@ -193,12 +203,40 @@ class VerifiedAgent(models.Model):
     created_at = models.DateTimeField(_("first verified"), auto_now_add=True)
     last_seen_at = models.DateTimeField(_("last verified"), null=True, blank=True)
 
+    objects = VerifiedAgentQuerySet.as_manager()
+
     class Meta:
         verbose_name = _("verified agent")
         ordering = ["-last_seen_at"]
 
     def __str__(self) -> str:
         return self.agent_id or self.did
+
+    def delete(self, using: str | None = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
+        """Refused, like a protected relation, if the agent is blocked (see :func:`refuse_blocked`)."""
+        using = using or router.db_for_write(type(self), instance=self)
+        with transaction.atomic(using=using):
+            refuse_blocked(type(self)._default_manager.using(using).filter(pk=self.pk))
+            return super().delete(using=using, keep_parents=keep_parents)
+
+
+def refuse_blocked(agents: models.QuerySet[VerifiedAgent]) -> None:
+    """Raise :class:`~django.db.models.ProtectedError` if any of ``agents``, about to be deleted, is blocked.
+
+    The block lives on the agent, and a deleted DID can complete a new handshake and start afresh at the default
+    trust: deleting a blocked agent unblocked its DID. So it stays until an operator unblocks it. The agents are
+    locked until the deletion commits, so none can be blocked between this check and its deletion."""
+    # Locked by primary key: the deletion's own queryset may have DISTINCT or joins, which FOR UPDATE refuses.
+    selected = VerifiedAgent._default_manager.using(agents.db).filter(pk__in=agents.values("pk"))
+    blocked = [pk for pk, is_blocked in selected.select_for_update().values_list("pk", "blocked") if is_blocked]
+    if blocked:
+        found = list(selected.filter(pk__in=blocked))
+        raise ProtectedError(
+            f"Cannot delete a blocked verified agent ({', '.join(agent.did for agent in found)}): a deleted DID can "
+            "complete a new handshake and start again at the default trust. Leave it blocked to keep it out, or "
+            "unblock it first to delete it.",
+            set(found),
+        )
 
 
 @receiver(post_delete, sender=VerifiedAgent, dispatch_uid="agent_handshake:verified_agent_key")
