@@ -14,7 +14,7 @@ import pytest
 import agent_handshake
 from agent_handshake.concierge.jobs import cancel, deliver_callback
 from agent_handshake.concierge.jobs import run as run_job
-from agent_handshake.models import IntentNonce, Interaction, Job
+from agent_handshake.models import IntentNonce, Interaction, Job, TrustedActorKey
 from tests.test_callbacks import Receiver
 from tests.test_intentweb import Agent, key
 
@@ -154,3 +154,31 @@ def test_a_hostile_callback_url_is_quoted_bounded_and_escaped(client, blending):
         assert (status, reply["status"], reply["fields"]) == (400, "invalid_request", ["callback_url"]), reply
         safe_text(reply["message"], 1000)
     assert not Job.objects.exists()
+
+
+# --- the cheap checks first -------------------------------------------------------------------------------------
+
+
+def test_a_replayed_or_forged_message_costs_no_dns_lookup(client, blending, settings, lookups):
+    """The callback_url's host was resolved before the nonce and the signatures were checked: a replayed message, or
+    one whose signature does not verify, still cost a DNS lookup (of a name server the sender chooses). Both are
+    refused before the lookup; a message that passes them is looked up once."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CALLBACK_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"]}
+    agent = Agent(client, secret=key())
+    started(agent)
+    hook = "http://localhost/hook"
+    used = agent.envelope("information_response", "What blends are there?", nonce="nonce-spent-00001")
+    assert agent.post(used)[0] == 200
+    lookups.clear()
+    replayed = agent.envelope("information_response", "BL-100", nonce="nonce-spent-00001", callback_url=hook)
+    status, reply = agent.post(replayed)
+    assert (status, reply["status"]) == (401, "replayed_nonce"), reply
+    assert lookups == []
+    TrustedActorKey.objects.create(actor_id=agent.actor_id, public_key=Agent(client).public_key)  # not its key
+    status, reply = agent.send("information_response", "BL-100", callback_url=hook)
+    assert (status, reply["status"]) == (401, "signature_invalid"), reply
+    assert lookups == []
+    TrustedActorKey.objects.filter(actor_id=agent.actor_id).update(public_key=agent.public_key)
+    status, reply = agent.send("information_response", "BL-100", callback_url=hook)
+    assert (status, reply["status"]) == (200, "accepted"), reply
+    assert lookups == ["localhost"]

@@ -11,7 +11,10 @@ limits and their headers are every door's). Before an envelope reaches its inter
 - each chain entry whose ``actor_id`` has a key an operator registered (``TrustedActorKey`` in the admin) must
   carry that key's signature over the attribution profile's payload, else 401 ``signature_invalid``, and a
   ``timestamp`` (the time it signed) within ``INTENT_MAX_SKEW`` too, else 401 ``stale_timestamp``; entries of
-  other actors are accepted and reported as unverified in the response's ``explicability``.
+  other actors are accepted and reported as unverified in the response's ``explicability``;
+- only then is its ``callback_url``'s host resolved (for the SSRF check), before the message's transaction: the
+  nonce and signatures are checked first (read-only, :func:`screen`), so a replayed or forged message costs no DNS
+  lookup.
 
 Every response is an envelope signed by the site: its own nonce and time, and one chain entry (``actor_type``
 ``intent_site``, ``actor_id`` the endpoint's URL) signed with the site's key, whose public half the manifests
@@ -125,6 +128,11 @@ ADMIT = """
     FROM (SELECT 1) AS message
     LEFT JOIN LATERAL (SELECT * FROM {interactions} WHERE {interaction_id} = %s FOR UPDATE) AS interaction ON true
 """
+#: :data:`ADMIT`'s checks, read-only (:func:`screen`): whether the nonce was spent, and the chain's actors' keys.
+SCREEN = """
+    SELECT EXISTS (SELECT 1 FROM {nonces} WHERE {nonce} = %s),
+        ARRAY(SELECT ARRAY[{actor_id}, {public_key}] FROM {keys} WHERE {active} AND {actor_id} = ANY(%s))
+"""
 
 
 def database() -> str:
@@ -140,14 +148,14 @@ def database() -> str:
     return aliases.pop()
 
 
-def admit_sql(alias: str) -> str:
-    """:data:`ADMIT` with the models' quoted table and column names on ``alias``."""
+def admit_sql(alias: str, statement: str = ADMIT) -> str:
+    """``statement`` (:data:`ADMIT`, :data:`SCREEN`) with the models' quoted table and column names on ``alias``."""
     quote = connections[alias].ops.quote_name
 
     def column(model: type, name: str) -> str:
         return quote(model._meta.get_field(name).column)
 
-    return ADMIT.format(
+    return statement.format(
         nonces=quote(IntentNonce._meta.db_table),
         nonce=column(IntentNonce, "nonce"),
         created_at=column(IntentNonce, "created_at"),
@@ -179,20 +187,40 @@ def admit(envelope: Envelope, alias: str) -> Admission:
     """Spend the envelope's nonce, check its chain and lock its interaction, in the message's transaction on
     ``alias`` (:meth:`IntentView.process`), which a refusal leaves, rolled back: a refused message spends no nonce.
     An entry of a registered actor with a wrong signature is refused, and so is a nonce accepted before."""
-    actors = sorted({entry["actor_id"] for entry in envelope.chain})
-    params = [envelope.attribution["nonce"], timezone.now(), actors, envelope.interaction_id]
+    params = [envelope.attribution["nonce"], timezone.now(), actors_of(envelope), envelope.interaction_id]
     # A RawQuerySet runs its statement once, when it is iterated (its columns are read from that cursor).
     (row,) = Interaction.objects.raw(admit_sql(alias), params, using=alias)
     verified = verify_chain(envelope, dict(row.admit_keys))
     if not row.admit_fresh:
-        raise errors.AuthRequired(
-            "This attribution.nonce was already used: every message needs a new one.",
-            code="replayed_nonce",
-            fields=["attribution.nonce"],
-        )
+        raise replayed()
     if random.random() < 0.02:  # now and then, once the message is committed, forget nonces past the skew window
         transaction.on_commit(forget_old_nonces, using=alias)
     return Admission(verified, row if row.pk is not None else None)
+
+
+def screen(envelope: Envelope, alias: str) -> None:
+    """:func:`admit`'s refusals, before a slow step that comes before the message's transaction (its
+    ``callback_url``'s DNS lookup): a replayed message, or one whose signature does not verify, costs one read, not a
+    lookup of a name server its sender chooses. Read-only: :func:`admit` still decides, in the transaction (a nonce
+    spent meanwhile is refused there)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(admit_sql(alias, SCREEN), [envelope.attribution["nonce"], actors_of(envelope)])
+        spent, keys = cursor.fetchone()
+    verify_chain(envelope, dict(keys))
+    if spent:
+        raise replayed()
+
+
+def actors_of(envelope: Envelope) -> list[str]:
+    return sorted({entry["actor_id"] for entry in envelope.chain})
+
+
+def replayed() -> errors.AuthRequired:
+    return errors.AuthRequired(
+        "This attribution.nonce was already used: every message needs a new one.",
+        code="replayed_nonce",
+        fields=["attribution.nonce"],
+    )
 
 
 def forget_old_nonces() -> None:
@@ -275,11 +303,13 @@ class IntentView(FrontDoorView):
         check_fresh(envelope)
         endpoint = endpoint_of(request._request)
         turn = self.turn_class(request, envelope, endpoint)
-        turn.check_callback()  # before the transaction: no row lock waits on DNS
+        alias = database()
+        if envelope.callback_url:
+            screen(envelope, alias)  # the nonce and the signatures first: a refused message resolves nothing
+            turn.check_callback()  # before the transaction: no row lock waits on DNS
         # One transaction: the nonce is spent with the work it allowed (a refused message spends nothing and
         # changes nothing; the same message refused again is no replay of anything). Neither step opens a
         # savepoint of its own: a refusal leaves this block, which rolls all of it back.
-        alias = database()
         with transaction.atomic(using=alias):
             admission = admit(envelope, alias)
             reply = turn.run(admission.interaction)
