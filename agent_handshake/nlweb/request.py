@@ -11,8 +11,9 @@ accepted as ``../shared/specs/NOTES.md`` decides (README, "NLWeb"):
 
 Query attributes besides ``text`` are schema.org filters: ``itemType`` (the results' ``@type``, or its IRI),
 ``price`` ("less than $20", "under 20", "$10-$30", "10 to 30", "over 5", "at least 5", "15"), and
-``datePublished`` / ``datePublishedAfter`` / ``datePublishedBefore`` (ISO 8601 dates). Others the site cannot
-honour (``location``, ``site``, the examples' ``personalized``) are accepted and ignored. Our extension,
+``datePublished`` / ``datePublishedAfter`` / ``datePublishedBefore`` (ISO 8601 dates). ``site`` (a string or a
+list) names the corpora to search (this site's is the only one). Others the site cannot honour (``location``, the
+examples' ``personalized``) are accepted and ignored. Our extension,
 ``capability`` and ``input``, invokes a MODE3 capability: it is what every result's ``actions[]`` posts.
 
 Every refusal is an :class:`~agent_handshake.concierge.errors.InvalidInput` naming the field.
@@ -55,6 +56,8 @@ class PriceRange:
 @dataclass
 class Ask:
     text: str
+    #: ``query.site``: the corpora to search (none named: this site's).
+    sites: list[str] = field(default_factory=list)
     item_type: str | None = None
     price: PriceRange | None = None
     published_after: datetime.datetime | None = None
@@ -189,6 +192,7 @@ def parse_ask(data: dict[str, Any]) -> Ask:
         raise InvalidInput(f"query.text is over {MAX_TEXT} characters.", fields=["query.text"])
     check_query(text, "query.text")
     ask = Ask(text=text)
+    ask.sites = [site for site in _strings(query.get("site"), "query.site") if site.strip()]
     ask.item_type = schema_org_name(_string(query, "itemType", "query.itemType", limit=100))
     if query.get("price") is not None:
         ask.price = parse_price(query["price"])

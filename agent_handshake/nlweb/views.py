@@ -1,7 +1,7 @@
 """NLWeb v0.54 over HTTP: ``POST /ask`` and ``POST /await``, a thin front door to the concierge.
 
 ``/ask`` is a :class:`~agent_handshake.concierge.conversation.Question` to ``content_search`` (narrowed by
-``itemType``, price and dates), or, with our ``query.capability`` extension, the invocation of a MODE3
+``site``, ``itemType``, price and dates), or, with our ``query.capability`` extension, the invocation of a MODE3
 capability (what every result's ``actions[]`` posts). The concierge's answer is rendered as NLWeb: schema.org
 ``results`` (or ``content`` + ``structuredData``), an Elicitation for a clarification or missing input, a
 Promise for an accepted async job, a Failure for every error. ``/await`` checks in on that job or cancels it.
@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import FieldDoesNotExist
@@ -31,7 +32,7 @@ from django.urls import reverse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .. import content_signals
+from .. import content_signals, state
 from ..concierge import errors
 from ..concierge import limits as ratelimit
 from ..concierge.answering import Ranked
@@ -54,6 +55,28 @@ logger = logging.getLogger(__name__)
 
 def base_url(request: Request) -> str:
     return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+
+
+#: ``query.site`` for every corpus, as the upstream reference implementation names them all.
+EVERY_SITE = "all"
+
+
+def hostname(site: str) -> str | None:
+    """The host a ``query.site`` value or a URL names (a domain, ``host:port`` or a URL), in lower case and without
+    ``www.``; None for a value that is no host."""
+    try:
+        host = urlsplit(site.strip() if "//" in site else f"//{site.strip()}").hostname
+    except ValueError:  # an unclosed IPv6 bracket
+        return None
+    return host.rstrip(".").removeprefix("www.") if host else None
+
+
+def names_this_site(request: Request, sites: list[str]) -> bool:
+    """Whether ``query.site`` names this site's corpus: by the host the request came to, ``BASE_URL``'s host, the
+    site profile's name (as the manifest names the site), or ``all``."""
+    hosts = {hostname(request.get_host()), hostname(app_settings.BASE_URL)} - {None}
+    name = state.snapshot().name.strip().casefold()
+    return any(site.strip().casefold() in (EVERY_SITE, name) or hostname(site) in hosts for site in sites)
 
 
 def owner_of(request: Request) -> Owner:
@@ -110,6 +133,13 @@ class AskView(NLWebView):
 
     def filters(self, ask: Ask) -> tuple[Filters, list[str]]:
         """The retrieval filters ``query`` asks for, and warnings for the constraints this site cannot apply."""
+        if ask.sites and not names_this_site(self.request, ask.sites):
+            # §3.1: site says "which corpora must be searched"; another site's has nothing here.
+            name = state.snapshot().name
+            this = urlsplit(base_url(self.request)).netloc + (f" ({name})" if name else "")
+            return Filters(documents=[]), [
+                f"query.site: this agent searches one site, {this}, not {', '.join(ask.sites)[:200]}."
+            ]
         warnings: list[str] = []
         configs = list(content_registry)
         models: list[str] = []
