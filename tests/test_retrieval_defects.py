@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import datetime
+import threading
+from io import StringIO
 
 import numpy as np
 import pytest
-from django.db import connection
+from django.core.management import call_command
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_handshake.insights.gaps import refresh_nearest
 from agent_handshake.models import ContentGap, Document, LexemeStat, Passage
-from agent_handshake.retrieval.embeddings import get_embedding_backend
+from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
 from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
 from tests.testapp.models import Article
 
@@ -134,3 +137,65 @@ def test_document_search_finds_as_many_documents_as_asked_when_one_crowds_the_to
     # One round: one list of candidates from each side the mode searches.
     sides = sum("<=>" in query["sql"] or "::tsquery" in query["sql"] for query in queries)
     assert sides == {"text": 1, "vector": 1, "hybrid": 2}[mode], [query["sql"] for query in queries]
+
+
+class GatedEmbeddings(MiniLMEmbeddings):
+    """The site's model, whose ``embed`` waits in the thread named :data:`GATED_THREAD` until the test lets it go:
+    the point of a rebuild where its passages are being embedded."""
+
+    reached = threading.Event()
+    go = threading.Event()
+
+    def embed(self, texts):
+        if threading.current_thread().name == GATED_THREAD:
+            self.reached.set()
+            assert self.go.wait(60), "the test never let the rebuild go on"
+        return super().embed(texts)
+
+
+GATED_THREAD = "agent-reindex-rebuild"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("options", [[], ["--model", "testapp.article"]])
+def test_searches_keep_answering_while_agent_reindex_rebuilds(options, settings):
+    """``agent_reindex --rebuild`` dropped every passage (or the named models') first and embedded the documents
+    again after, so searches found nothing until it was done: minutes to hours on a large site. With the stored
+    vectors the configured model's, each document's passages are now replaced in the transaction that writes its
+    new ones. The test holds the rebuild where it embeds, and searches meanwhile from its own connection."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "EMBEDDING_BACKEND": f"{__name__}.GatedEmbeddings"}
+    GatedEmbeddings.reached.clear()
+    GatedEmbeddings.go.clear()
+    kettle = Article.objects.create(title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
+    teapot = Article.objects.create(title="Teapots", slug="teapots", body="Warm the teapot before brewing oolong.")
+    urls = {kettle.get_absolute_url(), teapot.get_absolute_url()}
+    before = set(Passage.objects.values_list("pk", flat=True))
+    assert len(before) == 2
+    errors: list[BaseException] = []
+
+    def rebuild() -> None:
+        try:
+            call_command("agent_reindex", "--rebuild", *options, stdout=StringIO())
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=rebuild, name=GATED_THREAD)
+    thread.start()
+    retriever = HybridRetriever()
+    try:
+        assert GatedEmbeddings.reached.wait(60), f"the rebuild never embedded: {errors}"
+        for mode in ("text", "hybrid"):
+            found = {hit.url for hit in retriever.search_documents("kettle teapot", limit=5, mode=mode)}
+            assert found == urls, mode
+    finally:
+        GatedEmbeddings.go.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert not errors, errors
+    after = set(Passage.objects.values_list("pk", flat=True))
+    assert len(after) == 2
+    assert not after & before  # every passage embedded again
+    assert {hit.url for hit in retriever.search_documents("kettle teapot", limit=5)} == urls
+    assert dict(LexemeStat.objects.values_list("lexeme", "passages")) == recount()

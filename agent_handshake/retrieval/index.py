@@ -19,7 +19,7 @@ from django.db.models.functions import Left
 from ..conf import app_settings
 from ..models import Document, EmbeddingIndex, LexemeStat, Passage, Posting
 from .chunking import Chunk, split_markdown
-from .embeddings import EmbeddingBackend, get_embedding_backend
+from .embeddings import EmbeddingBackend, EmbeddingUnavailable, get_embedding_backend
 
 
 class EmbeddingModelChanged(RuntimeError):
@@ -105,8 +105,22 @@ def passages_mean(dimensions: int, sample: int, *, seed: str = "") -> list[float
     return json.loads(row[0]) if row and row[0] else []
 
 
-def reset_index() -> None:
-    """Forget every passage and the embedding model, so the next indexing run starts from scratch."""
+def reset_index(backend: EmbeddingBackend | None = None) -> bool:
+    """Make the next indexing run embed every document again; True when every passage was dropped for it.
+
+    With the configured model's vectors stored, the passages stay, so searches keep answering during the rebuild:
+    the documents are only marked, and the run replaces each one's passages in the transaction that writes its new
+    ones. With another model's vectors (or when the model cannot be asked), every passage, the vector index and the
+    embedding model are dropped first: vectors of two models must never be compared, and the old ones answer no
+    query of the new model anyway (searches fail with :class:`EmbeddingModelChanged` until the rebuild).
+    """
+    try:
+        same_model = current_index(backend, create=False) is not None
+    except (EmbeddingModelChanged, EmbeddingUnavailable):
+        same_model = False
+    if same_model:
+        Document.objects.update(indexed_hash="")
+        return False
     with transaction.atomic():
         for index in EmbeddingIndex.objects.all():
             with connection.cursor() as cursor:
@@ -116,18 +130,18 @@ def reset_index() -> None:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # TRUNCATE refuses tables with pending FK checks
             cursor.execute(f"TRUNCATE {Posting._meta.db_table}, {Passage._meta.db_table}, {LexemeStat._meta.db_table}")
         Document.objects.update(indexed_hash="")
+    return True
 
 
 def reset_passages(documents: QuerySet[Document], backend: EmbeddingBackend | None = None) -> None:
-    """Drop the passages of ``documents`` only, so the next indexing run embeds them again.
+    """Make the next indexing run embed the passages of ``documents`` again. They stay until then, so searches keep
+    answering: the run replaces each document's passages in the transaction that writes its new ones.
 
     Refused with :class:`EmbeddingModelChanged` when the configured model is not the stored one: the other
     documents' vectors would then be of another model, so only :func:`reset_index` (everything) will do.
     """
     current_index(backend, create=False)
-    with transaction.atomic():
-        delete_passages(documents)
-        documents.update(indexed_hash="")
+    documents.update(indexed_hash="")
 
 
 def _counted_lexemes(passages: QuerySet[Passage]) -> tuple[str, list]:
