@@ -38,7 +38,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..conf import app_settings
-from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature, SpentValue
+from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature
 from ..registry import Capability, capability_registry
 from . import callbacks, errors
 from .invocation import (
@@ -479,12 +479,7 @@ PURGE_BATCH = 100
 def purge_expired(model: type[models.Model], now: datetime.datetime | None = None, *, limit: int | None = None) -> int:
     """Delete the rows of ``model`` (a key of :data:`RETENTION`) past their retention; at most ``limit``."""
     cutoff = (now or timezone.now()) - datetime.timedelta(seconds=RETENTION[model]())
-    if issubclass(model, SpentValue):
-        return model.forget_before(cutoff, limit=limit)
-    expired = model._default_manager.filter(created_at__lt=cutoff)
-    if limit is not None:
-        expired = model._default_manager.filter(pk__in=expired.order_by("created_at").values("pk")[:limit])
-    return expired.delete()[0]
+    return model.forget_before(cutoff, limit=limit)
 
 
 def purge_after_write(model: type[models.Model]) -> None:

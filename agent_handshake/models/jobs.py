@@ -7,7 +7,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .conversations import _session_id
-from .identity import ApiKey
+from .identity import ApiKey, SpentValue
 
 
 class Job(models.Model):
@@ -140,3 +140,6 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+    #: Records past ``IDEMPOTENCY_TTL`` are forgotten as spent values are: the oldest first, a batch at most.
+    forget_before = classmethod(SpentValue.forget_before.__func__)
