@@ -30,6 +30,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.text import capfirst
 
 from .content_types import get_spec
+from .signals import model_registered
 
 if TYPE_CHECKING:
     from django.db.models import Model, QuerySet
@@ -159,11 +160,10 @@ class ContentRegistry:
         else:
             self._configs[model] = config_class(model)
             if apps.models_ready:
-                # Connected as it is registered, whenever that is (an agents module, an app's ready() that runs
-                # after ours, a test); AppConfig.ready() connects those registered before the models were loaded.
-                from .signal_handlers import connect_model
-
-                connect_model(model)
+                # Its receivers are connected as it is registered, whenever that is (an agents module, an app's
+                # ready() that runs after ours, a test), by signal_handlers' receiver of this signal (the registry is
+                # below the layers that index); AppConfig.ready() connects those registered before that.
+                model_registered.send(sender=model, config=self._configs[model])
         return config_class
 
     def unregister(self, model: type[Model]) -> None:

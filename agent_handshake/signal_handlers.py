@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from . import state
+from . import signals, state
 from .conf import app_settings
 from .registry import content_registry
 
@@ -168,11 +168,16 @@ def connect_model(model: type[Model]) -> None:
         m2m_changed.connect(relations_changed, sender=through, dispatch_uid="agent_handshake:m2m")
 
 
+def model_registered(sender: type[Model], **kwargs: Any) -> None:
+    connect_model(sender)
+
+
 def connect() -> None:
     from .models import ContentSignalOverride, IdempotencyRecord, SeenSignature, SiteProfile
 
     for model in content_registry.models():
         connect_model(model)
+    signals.model_registered.connect(model_registered, dispatch_uid="agent_handshake:registered")
     for model in (SiteProfile, ContentSignalOverride):
         post_save.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
         post_delete.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")

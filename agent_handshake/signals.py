@@ -8,9 +8,16 @@
 ``document_removed``
     Sent after a registered object's agent document is deleted (the object was deleted or left the config's
     queryset). Arguments: ``sender`` (the registered model), ``object_id`` (str).
+
+``model_registered``
+    Sent when a model is registered after the models are loaded (in an ``agents`` module, an app's ``ready()``, a
+    test). Arguments: ``sender`` (the model), ``config`` (its :class:`~agent_handshake.registry.ContentConfig`).
+    The app's own receiver connects the model's save and delete receivers, so its edits are indexed whenever it
+    was registered.
 """
 
 from django.dispatch import Signal
 
 document_indexed = Signal()
 document_removed = Signal()
+model_registered = Signal()
