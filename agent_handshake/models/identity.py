@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import datetime
 import re
 from typing import Any
 
@@ -13,6 +12,8 @@ from django.db.models import ProtectedError
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
+
+from .retention import Forgettable
 
 # --- MODE3: agent clients, API keys, jobs ------------------------------------------------------------------------
 
@@ -130,12 +131,10 @@ class ApiKey(models.Model):
         return keys.recover_secret(self.key_id, self.salt, self.secret_hash)
 
 
-class SpentValue(models.Model):
+class SpentValue(Forgettable):
     """A one-time value (a signature, a nonce) already accepted, so that a replay of it is refused: a subclass
     declares the value as its primary key. Rows are kept for the clock-skew window, past which a replay is refused
     for its timestamp anyway, and then forgotten."""
-
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         abstract = True
@@ -153,14 +152,6 @@ class SpentValue(models.Model):
         except IntegrityError:
             return False
         return True
-
-    @classmethod
-    def forget_before(cls, cutoff: datetime.datetime, *, limit: int | None = None) -> int:
-        """Delete the values spent before ``cutoff``, the oldest ``limit`` at most (all when None); how many."""
-        spent = cls._default_manager.filter(created_at__lt=cutoff)
-        if limit is not None:
-            spent = cls._default_manager.filter(pk__in=spent.order_by("created_at").values("pk")[:limit])
-        return spent.delete()[0]
 
 
 class SeenSignature(SpentValue):

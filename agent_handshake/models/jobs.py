@@ -7,7 +7,8 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .conversations import _session_id
-from .identity import ApiKey, SpentValue
+from .identity import ApiKey
+from .retention import Forgettable
 
 
 class Job(models.Model):
@@ -125,7 +126,7 @@ class DeskRequest(Job):
         verbose_name_plural = _("human desk")
 
 
-class IdempotencyRecord(models.Model):
+class IdempotencyRecord(Forgettable):
     """The first response to a request sent with an ``Idempotency-Key`` header, per API key."""
 
     api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
@@ -133,13 +134,9 @@ class IdempotencyRecord(models.Model):
     request_hash = models.CharField(max_length=64)
     status_code = models.PositiveIntegerField()
     body = models.JSONField()
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["api_key", "key"], name="agent_idempotency_unique")]
 
     def __str__(self) -> str:
         return self.key
-
-    #: Records past ``IDEMPOTENCY_TTL`` are forgotten as spent values are: the oldest first, a batch at most.
-    forget_before = classmethod(SpentValue.forget_before.__func__)
