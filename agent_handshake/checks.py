@@ -22,6 +22,7 @@
 ``agent_handshake.W006``  a capability's input declares ``other``, the key schema templates keep for free text
 ``agent_handshake.E015``  a registered config's ``order`` is not a number
 ``agent_handshake.W007``  a site's capability replaces a built-in or generated one of the same name
+``agent_handshake.W008``  outside DEBUG, ``CACHE_ALIAS`` is a cache whose counters are not atomic, or not kept
 =====================  ====================================================================================
 """
 
@@ -806,6 +807,35 @@ def check_callbacks(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
             "Async callbacks are less protected than they should be outside DEBUG: " + "; ".join(problems) + ".",
             hint="These settings exist for test suites; remove them in production (SSRF, AHP §13).",
             id="agent_handshake.W005",
+        )
+    ]
+
+
+#: Caches whose counters the rate limits and token budgets cannot rely on, and why.
+UNCOUNTED_CACHES = {
+    "django.core.cache.backends.dummy.DummyCache": "keeps nothing, so no limit or token budget is ever reached",
+    "django.core.cache.backends.db.DatabaseCache": "increments with a read and a write, so concurrent requests "
+    "lose counts",
+    "django.core.cache.backends.filebased.FileBasedCache": "increments with a read and a write, so concurrent "
+    "requests lose counts",
+}
+
+
+@register(Tags.caches, Tags.security)
+def check_cache(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """The daily token budgets (and django-ratelimit's counters, in the same cache unless RATELIMIT_USE_CACHE says
+    otherwise) count in ``CACHE_ALIAS``; a development site may not care."""
+    if settings.DEBUG:
+        return []
+    backend = getattr(settings, "CACHES", {}).get(app_settings.CACHE_ALIAS, {}).get("BACKEND", "")
+    if backend not in UNCOUNTED_CACHES:
+        return []
+    return [
+        Warning(
+            f"The cache CACHE_ALIAS names ({app_settings.CACHE_ALIAS!r}, {backend}) {UNCOUNTED_CACHES[backend]}: "
+            "the rate limits and token budgets are not enforced as published.",
+            hint="Use Redis or Memcached (or, with one process, the local-memory cache) for CACHE_ALIAS.",
+            id="agent_handshake.W008",
         )
     ]
 

@@ -499,3 +499,32 @@ def test_e015_a_section_order_that_is_not_a_number(registries, order):
 
     OrderContent.order = 1.5  # a number: it sorts beside the ints
     assert checks.check_registry() == []
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "django.core.cache.backends.db.DatabaseCache",
+        "django.core.cache.backends.filebased.FileBasedCache",
+        "django.core.cache.backends.dummy.DummyCache",
+    ],
+)
+def test_w008_a_cache_that_cannot_count_the_limits(settings, backend):
+    settings.CACHES = {**settings.CACHES, "counting": {"BACKEND": backend, "LOCATION": "/tmp/agent-test-w008"}}
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CACHE_ALIAS": "counting"}
+    messages = checks.check_cache()
+    assert ids(messages) == ["agent_handshake.W008"]
+    assert "'counting'" in messages[0].msg
+    settings.DEBUG = True
+    assert checks.check_cache() == []
+
+
+def test_w008_is_quiet_for_caches_that_count(settings):
+    assert settings.CACHES[settings.AGENT_HANDSHAKE.get("CACHE_ALIAS", "default")]["BACKEND"].endswith("LocMemCache")
+    assert checks.check_cache() == []
+    settings.CACHES = {
+        **settings.CACHES,
+        "redis": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6379"},
+    }
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CACHE_ALIAS": "redis"}
+    assert checks.check_cache() == []

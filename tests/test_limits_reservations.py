@@ -39,3 +39,32 @@ def test_a_reservation_never_released_stops_holding_the_daily_budget_after_two_s
     assert daily_tokens_used(network, now=two_slots_on) == 42 + 50
     reservation.release()
     assert daily_tokens_used(network, now=two_slots_on) == 42
+
+
+@pytest.fixture
+def database_cache(settings):
+    """Django's database cache as CACHE_ALIAS (its default TIMEOUT, 300 s), its table created for the test."""
+    from django.core.management import call_command
+
+    settings.CACHES = {
+        **settings.CACHES,
+        "db": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "agent_test_cache"},
+    }
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CACHE_ALIAS": "db"}
+    call_command("createcachetable", "agent_test_cache", verbosity=0)
+    return "agent_test_cache"
+
+
+def test_the_daily_budget_lasts_the_day_on_a_cache_whose_incr_resets_the_expiry(database_cache):
+    """Django's database (and file) cache increments with a get and a set, and the set gives the counter the cache's
+    default timeout: the day's counter expired five minutes after its last answer, and the budget with it."""
+    from django.db import connection
+
+    network = "203.0.113.41"
+    add_daily_tokens(network, 30)
+    add_daily_tokens(network, 12)
+    assert daily_tokens_used(network) == 42
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT expires FROM {database_cache} WHERE cache_key LIKE %s", [f"%tokens:{network}:%"])
+        (expires,) = cursor.fetchone()
+    assert expires - timezone.now() > datetime.timedelta(hours=23)

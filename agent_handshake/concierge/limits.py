@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from django.core.cache import caches
+from django.core.cache.backends.base import BaseCache
 from django.db.models import F
 from django.http import HttpRequest, HttpResponseBase
 from django_ratelimit.core import get_usage
@@ -259,10 +260,16 @@ def _add(key: str, tokens: int, ttl: int) -> int:
     cache = caches[app_settings.CACHE_ALIAS]
     cache.add(key, 0, ttl)
     try:
-        return cache.incr(key, tokens)
+        value = cache.incr(key, tokens)
     except ValueError:  # expired between add and incr
         cache.set(key, tokens, ttl)
         return tokens
+    if type(cache).incr is BaseCache.incr:
+        # The generic incr (the database and file caches) is a get and a set, and the set gives the counter the
+        # cache's default timeout: the day's counter would expire minutes after its last answer. (Nor is it atomic:
+        # check W008 says so.)
+        cache.touch(key, ttl)
+    return value
 
 
 def _take_back(key: str, tokens: int) -> None:
