@@ -182,3 +182,95 @@ def test_a_replayed_or_forged_message_costs_no_dns_lookup(client, blending, sett
     status, reply = agent.send("information_response", "BL-100", callback_url=hook)
     assert (status, reply["status"]) == (200, "accepted"), reply
     assert lookups == ["localhost"]
+
+
+# --- what the client sent, sent back --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("message", HOSTILE + "x" * 5000),
+        ("protocol_version", HOSTILE),
+        ("flow_type", HOSTILE + INVISIBLE),
+        ("interaction_id", HOSTILE + "x" * 200),
+        ("nonce", HOSTILE),
+        ("query_hash", HOSTILE + INVISIBLE),
+        ("locale", HOSTILE),
+    ],
+)
+def test_an_invalid_envelope_field_is_named_not_quoted(client, field, value):
+    """JSON Schema's messages begin with the value they refuse: the refusal quoted up to 200 characters of what the
+    client sent (its intent, markup, control characters) in its message. It names the field, and says what is
+    wrong with it."""
+    agent = Agent(client)
+    body = agent.envelope("intent_request", "Is LK-TEA-0001 in stock?")
+    if field in ("nonce", "query_hash"):
+        body["attribution"][field] = value
+    else:
+        body[field] = value
+    response = client.post("/intent", json.dumps(body), content_type="application/json")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    reply = response.json()
+    agent.check(reply)
+    assert reply["status"] == "invalid_request"
+    assert reply["message"].startswith("Invalid IntentWeb envelope:"), reply
+    assert reply["fields"] == [field if field not in ("nonce", "query_hash") else f"attribution.{field}"]
+    safe_text(reply["message"], 300)
+    assert "xxxx" not in reply["message"]
+    assert "alert" not in reply["message"]
+    assert len(reply["interaction_id"]) <= 128
+
+
+def test_unknown_field_names_are_bounded_and_escaped(client, blending):
+    agent = Agent(client, secret=key())
+    started(agent)
+    names = [HOSTILE + INVISIBLE + "n" * 3000] + [f"{HOSTILE}{number}" for number in range(20)]
+    status, reply = agent.send("information_response", "BL-100",
+                               collected_information={name: "x" for name in names})  # fmt: skip
+    assert (status, reply["status"]) == (400, "invalid_request"), reply
+    safe_text(reply["message"], 1000)
+    assert "blend" in reply["message"]  # the fields it has
+    assert len(reply["fields"]) == len(names)
+    assert all(name.startswith("collected_information.") and len(name) <= 100 for name in reply["fields"])
+    assert len(json.dumps(reply)) < 6000
+
+
+def test_an_actor_id_is_not_quoted_in_a_refusal_and_bounded_in_the_explanation(client, demo_content):
+    actor = "https://agent.example/" + HOSTILE + INVISIBLE + "a" * 300
+    forged = Agent(client, actor_id=actor)
+    TrustedActorKey.objects.create(actor_id=actor, public_key=Agent(client).public_key)  # not its key
+    status, reply = forged.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert (status, reply["status"], reply["fields"]) == (401, "signature_invalid", ["attribution.chain.0.signature"])
+    safe_text(reply["message"], 300)
+    unknown = Agent(client, actor_id=actor.replace("agent.example", "other.example"))
+    status, reply = unknown.send("intent_request", "Is LK-TEA-0001 in stock?")
+    assert status == 200, reply
+    (assumption,) = reply["explicability"][0]["assumptions"]
+    assert "not verified" in assumption
+    assert len(assumption) <= 200
+    assert "a" * 120 not in assumption
+    assert not [char for char in assumption if unicodedata.category(char) in ("Cc", "Cf")]
+
+
+def test_an_invalid_value_is_quoted_bounded_and_escaped(client, blending):
+    """An invalid value is named and asked for again, quoted in the message's markdown: escaped, one line, without
+    its control or invisible characters, and bounded."""
+    agent = Agent(client, secret=key())
+    started(agent)
+    status, reply = agent.send("information_response", "x", collected_information={"blend": HOSTILE + INVISIBLE})
+    assert (status, reply["flow_type"], reply["required_fields"]) == (200, "information_request", ["blend"]), reply
+    safe_text(reply["message"], 2000)
+    assert "onerror" in reply["message"]  # quoted, as text
+
+
+def test_an_unstorable_value_under_a_long_name_is_a_bounded_refusal(client, blending):
+    """A value no text column can store is refused naming its field, whose name the client chose: the refusal is
+    bounded whatever the name's length."""
+    agent = Agent(client, secret=key())
+    started(agent)
+    status, reply = agent.send("information_response", "x", collected_information={"n" * 6000: "\x00"})
+    assert (status, reply["status"]) == (400, "invalid_request"), reply
+    assert len(reply["message"]) <= 1000
+    assert all(len(name) <= 200 for name in reply["fields"])

@@ -12,6 +12,8 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonschema
+
 from ..concierge import errors
 from ..concierge.invocation import SchemaValidator
 
@@ -92,6 +94,18 @@ def parse_time(value: str, name: str) -> datetime.datetime:
     return moment
 
 
+def complaint(problem: jsonschema.ValidationError) -> str:
+    """What is wrong, by the field's name: JSON Schema's messages begin with the value they refuse, which is the
+    client's text (its intent, markup, control characters), not to be sent back in a message."""
+    if problem.validator == "required":
+        return problem.message  # the schema's name for what is missing: "'nonce' is a required property"
+    where = ".".join(str(part) for part in problem.absolute_path) or "the envelope"
+    quoted = repr(problem.instance)
+    if problem.message.startswith(quoted):
+        return where + problem.message[len(quoted) :]  # "flow_type is not one of [...]"
+    return f"{where} does not satisfy {problem.validator!r} of the envelope's schema"
+
+
 def parse(data: Any) -> Envelope:
     if not isinstance(data, dict):
         raise errors.InvalidInput("The body must be a JSON object: the IntentWeb envelope (§3.2).")
@@ -104,7 +118,7 @@ def parse(data: Any) -> Envelope:
                 fields = [f"{prefix}.{name}" if prefix else name for name in problem.validator_value
                           if name not in problem.instance] or fields  # fmt: skip
                 break
-        raise errors.InvalidInput(f"Invalid IntentWeb envelope: {problems[0].message[:200]}", fields=fields)
+        raise errors.InvalidInput(f"Invalid IntentWeb envelope: {complaint(problems[0])[:200]}", fields=fields)
     attribution = data["attribution"]
     sent_at = parse_time(attribution["timestamp"], "attribution.timestamp")
     for index, entry in enumerate(attribution["chain"]):

@@ -19,12 +19,14 @@
   credentials, a ``callback_url`` the SSRF check refuses) changes nothing stored: it can be sent again, corrected.
 
 Messages are markdown built from the backend's facts (the capability's own answer and output, its schema's
-descriptions); what the client sent is shown only as escaped table cells.
+descriptions); what the client sent is shown only as :func:`cell` makes it (escaped, bounded, its invisible
+characters dropped); a refusal of the envelope (:mod:`.envelope`, :mod:`.views`) names the field, not its value.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -81,15 +83,32 @@ def offered() -> list[Capability]:
 
 # --- markdown from untrusted values -----------------------------------------------------------------------------
 
+#: How much of a name the client chose (a field of collected_information) a refusal repeats.
+MAX_NAME = 64
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 
 def cell(value: Any, limit: int = 200) -> str:
-    """A value for a markdown table cell: one line, markdown escaped, bounded."""
-    text = " ".join(str(value).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    """A value for a markdown table cell: one line, bounded, without invisible characters (:func:`visible`),
+    markdown escaped."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", visible(cut(" ".join(str(value).split()), limit)))
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, ending in "…" if it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def visible(text: str) -> str:
+    """``text`` without the characters no one sees: controls (a terminal's escape sequences) and format characters
+    (a right-to-left override that reorders what follows, zero-width ones)."""
+    return "".join(char for char in text if unicodedata.category(char) not in ("Cc", "Cf"))
+
+
+def quoted(text: str, limit: int = MAX_NAME) -> str:
+    """What a client sent (a name, an id), quoted in a sentence that is JSON data, not markdown: bounded, and its
+    invisible characters escaped (``repr``)."""
+    return repr(cut(text, limit))
 
 
 def table(rows: dict[str, Any], labels: dict[str, str]) -> str:
@@ -329,11 +348,14 @@ class Turn:
         self.authorise(capability)
         properties = (capability.input_schema or {}).get("properties", {})
         unknown = sorted(name for name in self.envelope.collected if name not in properties)
-        if unknown:
+        if unknown:  # names the client chose, of any length: cut, and escaped in the message
+            listed = ", ".join(cell(name, MAX_NAME) for name in unknown[:5])
+            if len(unknown) > 5:
+                listed += f" and {len(unknown) - 5} more"
             raise errors.InvalidInput(
-                f"collected_information names no field of {capability.name!r}: {', '.join(unknown)}; its fields "
-                f"are {', '.join(properties)}.",
-                fields=[f"collected_information.{name}" for name in unknown],
+                f"collected_information names no field of {capability.name!r}: {listed}; its fields are "
+                f"{', '.join(properties)}.",
+                fields=[f"collected_information.{cut(name, MAX_NAME)}" for name in unknown],
             )
         data = dict(interaction.collected)
         problem = check_input(capability, data)

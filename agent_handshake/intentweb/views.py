@@ -88,6 +88,21 @@ def signed(
     return body
 
 
+#: The most a refusal repeats, whatever made it: the concierge's checks may quote what the client sent (a field path
+#: naming its keys, a callback URL's host) at any length.
+MAX_MESSAGE = 1000
+MAX_FIELD = 200
+
+
+def bounded(message: str) -> str:
+    """``message`` in at most :data:`MAX_MESSAGE` characters: its start and its end (which says what is wrong with
+    what it quotes), the middle cut."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    half = (MAX_MESSAGE - 1) // 2
+    return message[:half] + "…" + message[-half:]
+
+
 def endpoint_of(request: Any) -> str:
     base = app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
     return base + reverse("agent_handshake:intent")
@@ -247,8 +262,8 @@ def verify_chain(envelope: Envelope, keys: dict[str, str]) -> list[str]:
             public_key=public_key,
         ):  # fmt: skip
             raise errors.AuthRequired(
-                f"The signature of chain entry {index} ({entry['actor_id']!r}) does not verify with the key "
-                "registered for that actor (see the manifest's attribution profile).",
+                f"The signature of chain entry {index} does not verify with the key registered for its actor_id "
+                "(see the manifest's attribution profile).",
                 code="signature_invalid",
                 fields=[f"attribution.chain.{index}.signature"],
             )
@@ -257,8 +272,8 @@ def verify_chain(envelope: Envelope, keys: dict[str, str]) -> list[str]:
         skew = abs((timezone.now() - parse_time(entry["timestamp"], "")).total_seconds())
         if skew > app_settings.INTENT_MAX_SKEW:
             raise errors.AuthRequired(
-                f"Chain entry {index} ({entry['actor_id']!r}) was signed {int(skew)} seconds from the server's "
-                f"clock (at most {app_settings.INTENT_MAX_SKEW} are accepted).",
+                f"Chain entry {index} was signed {int(skew)} seconds from the server's clock (at most "
+                f"{app_settings.INTENT_MAX_SKEW} are accepted).",
                 code="stale_timestamp",
                 fields=[f"attribution.chain.{index}.timestamp"],
             )
@@ -282,9 +297,9 @@ class IntentView(FrontDoorView):
         interaction_id = data.get("interaction_id") if isinstance(data.get("interaction_id"), str) else ""
         given = (data.get("attribution") or {}) if isinstance(data.get("attribution"), dict) else {}
         query_hash = given.get("query_hash") if isinstance(given.get("query_hash"), str) else ""
-        reply: dict[str, Any] = {"flow_type": "error", "message": error.message, "status": error.code}
+        reply: dict[str, Any] = {"flow_type": "error", "message": bounded(error.message), "status": error.code}
         if fields := error.details.get("fields"):
-            reply["fields"] = list(fields)
+            reply["fields"] = [flows.cut(str(name), MAX_FIELD) for name in fields]
         body = signed(
             reply,
             interaction_id=interaction_id[:128],
@@ -341,9 +356,11 @@ def explain(interaction: Interaction, envelope: Envelope, verified: list[str]) -
             item["routing_logic"] = "Chosen by the client from the capabilities offered."
     else:
         item["interpretation"] = "The intent could match more than one capability, or none clearly."
-    assumptions = [f"Chain entry of {actor_id!r} verified with its registered key." for actor_id in verified]
+    # The actor_ids are the client's (up to 500 characters of anything): quoted, cut.
+    assumptions = [f"Chain entry of {flows.quoted(actor)} verified with its registered key." for actor in verified]
     unverified = [entry["actor_id"] for entry in envelope.chain if entry["actor_id"] not in verified]
-    assumptions += [f"Chain entry of {actor_id!r} not verified: no key registered for it." for actor_id in unverified]
+    assumptions += [f"Chain entry of {flows.quoted(actor)} not verified: no key registered for it."
+                    for actor in unverified]  # fmt: skip
     if assumptions:
         item["assumptions"] = assumptions
     return item
