@@ -183,7 +183,7 @@ def test_agent_reindex_rebuild_of_one_model_keeps_the_others(publish):
 
     out = StringIO()
     call_command("agent_reindex", "--rebuild", "--model", "testapp.article", stdout=out)
-    assert "Dropped the passages of testapp.article" in out.getvalue()
+    assert "Embedding the documents of testapp.article again" in out.getvalue()
     assert "testapp.article: 0 created, 0 updated, 1 unchanged, 0 deleted; 1 embedded" in out.getvalue()
     # The named model's passages were embedded again (new rows); the other model's were left alone.
     rebuilt = set(Passage.objects.filter(model_label="testapp.article").values_list("pk", flat=True))

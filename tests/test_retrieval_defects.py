@@ -172,10 +172,11 @@ def test_searches_keep_answering_while_agent_reindex_rebuilds(options, settings)
     before = set(Passage.objects.values_list("pk", flat=True))
     assert len(before) == 2
     errors: list[BaseException] = []
+    out = StringIO()
 
     def rebuild() -> None:
         try:
-            call_command("agent_reindex", "--rebuild", *options, stdout=StringIO())
+            call_command("agent_reindex", "--rebuild", *options, stdout=out)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
         finally:
@@ -197,5 +198,6 @@ def test_searches_keep_answering_while_agent_reindex_rebuilds(options, settings)
     after = set(Passage.objects.values_list("pk", flat=True))
     assert len(after) == 2
     assert not after & before  # every passage embedded again
+    assert "searches answer from their current passages meanwhile" in out.getvalue()  # not "Dropped every passage"
     assert {hit.url for hit in retriever.search_documents("kettle teapot", limit=5)} == urls
     assert dict(LexemeStat.objects.values_list("lexeme", "passages")) == recount()

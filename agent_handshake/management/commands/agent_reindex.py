@@ -31,8 +31,9 @@ class Command(BaseCommand):
             "--rebuild",
             action="store_true",
             help=(
-                "Drop the passages and embed the documents again: every model's (needed after changing the "
-                "embedding model), or only those named with --model."
+                "Embed the documents again: every model's (needed after changing the embedding model), or only "
+                "those named with --model. Each document's passages are replaced as it is embedded, so searches "
+                "keep answering meanwhile; after a change of embedding model every passage is dropped first."
             ),
         )
         parser.add_argument(
@@ -57,10 +58,16 @@ class Command(BaseCommand):
                     f"{exc} A different embedding model needs every model rebuilt: leave out --model."
                 ) from exc
             labels = ", ".join(config.label for config in configs)
-            self.stdout.write(f"Dropped the passages of {labels}; embedding their documents again.")
+            self.stdout.write(
+                f"Embedding the documents of {labels} again; searches answer from their current passages meanwhile."
+            )
         elif options["rebuild"]:
-            reset_index()
-            self.stdout.write("Dropped every passage and the embedding index; embedding all documents again.")
+            if reset_index():
+                self.stdout.write("Dropped every passage and the embedding index; embedding all documents again.")
+            else:
+                self.stdout.write(
+                    "Embedding all documents again; searches answer from their current passages meanwhile."
+                )
         verbose = options["verbosity"] >= 1
         for config in configs:
             started = time.monotonic()
