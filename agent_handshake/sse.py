@@ -11,14 +11,15 @@ Three things stand between a generator of events and a client that sees them as 
 - **Compression.** ``GZipMiddleware`` compresses a streamed response without flushing, so small events wait in
   the compressor until the stream ends. When the client accepts gzip, the stream is compressed here with a sync
   flush after every event (``Content-Encoding: gzip`` then tells the middleware to leave it alone); otherwise it
-  is sent as it is.
+  is sent as it is. "Accepts" is read as RFC 9110 §12.5.3 says: ``gzip`` (or ``x-gzip``), else ``*``, with a
+  q-value above 0. (``GZipMiddleware`` looks for the word "gzip" anywhere in the header, so where it is installed
+  a client that sends ``gzip;q=0`` is still sent gzip: by the middleware, unflushed.)
 - **Proxies.** ``Cache-Control: no-cache`` and ``X-Accel-Buffering: no`` ask caches and nginx not to hold it.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -27,9 +28,11 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, StreamingHttpResponse
 from django.utils.cache import patch_vary_headers
+from django.utils.http import parse_header_parameters
 
 CONTENT_TYPE = "text/event-stream; charset=utf-8"
-_ACCEPTS_GZIP = re.compile(r"\bgzip\b")
+#: RFC 9110 §8.4.1.3: a recipient should read "x-gzip" as "gzip".
+_GZIP = frozenset({"gzip", "x-gzip"})
 _DONE = object()
 
 
@@ -42,6 +45,22 @@ def event(name: str, data: Any) -> bytes:
 def accepts_event_stream(request: HttpRequest) -> bool:
     """Whether the request's ``Accept`` header asks for an event stream (whatever else it lists)."""
     return "text/event-stream" in request.headers.get("Accept", "")
+
+
+def _accepts_gzip(request: HttpRequest) -> bool:
+    """Whether the request's ``Accept-Encoding`` accepts gzip with a q-value above 0 (RFC 9110 §12.5.3); no header,
+    or a q-value that is not one, is read as no, since an uncompressed stream is what every client reads."""
+    qualities: dict[str, float] = {}
+    for token in request.headers.get("Accept-Encoding", "").split(","):
+        coding, params = parse_header_parameters(token)
+        try:
+            quality = float(params.get("q", "1"))
+        except ValueError:
+            quality = 0.0
+        qualities[coding] = quality if 0 <= quality <= 1 else 0.0
+    named = [qualities[coding] for coding in _GZIP if coding in qualities]
+    quality = max(named) if named else qualities.get("*", 0.0)
+    return quality > 0
 
 
 def _gzip(events: Iterable[bytes]) -> Iterator[bytes]:
@@ -64,7 +83,7 @@ def event_stream(request: HttpRequest, events: Iterable[bytes], status: int = 20
     """A streamed ``text/event-stream`` response of ``events`` (see the module docstring)."""
     django_request = getattr(request, "_request", request)  # a DRF Request wraps Django's
     stream: Iterator[bytes] = iter(events)
-    gzipped = bool(_ACCEPTS_GZIP.search(django_request.headers.get("Accept-Encoding", "")))
+    gzipped = _accepts_gzip(django_request)
     if gzipped:
         stream = _gzip(stream)
     content: Iterator[bytes] | AsyncIterator[bytes] = (

@@ -1,0 +1,64 @@
+"""What the client said it accepts, and what an error says back: defects a review found, each with the test that
+showed it (Django's test client through the whole middleware stack, the demo content in PostgreSQL)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from agent_handshake.models import AgentClient, ApiKey
+
+pytestmark = pytest.mark.django_db
+
+OOLONG = {"query": {"text": "oolong"}}
+
+
+@pytest.fixture
+def secret():
+    agent = AgentClient.objects.create(name="Negotiation agent")
+    return ApiKey.objects.issue(agent, scopes=["*"])[1]
+
+
+def ask(client, **headers):
+    return client.post("/ask", json.dumps(OOLONG), content_type="application/json", headers=headers)
+
+
+# --- Accept-Encoding: gzip only where the client accepts it ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "accept_encoding",
+    [
+        "gzip;q=0, identity",  # RFC 9110 §12.5.3: q=0 is "not acceptable"
+        "gzip; Q=0.000",
+        "x-gzip-not",  # another coding, though "-" is a word boundary
+        "gzip-like",
+        "*, gzip;q=0",  # named with q=0: "*" does not bring it back
+        "*;q=0",
+        "gzip;q=nonsense",  # a q-value that is not one: send what every client reads
+        "identity",
+        "",
+    ],
+)
+def test_an_event_stream_is_not_gzipped_for_a_client_that_refuses_gzip(client, settings, demo_content, accept_encoding):
+    """The stream was gzipped whenever the word "gzip" appeared in Accept-Encoding, q=0 or part of another
+    coding's name; the client got bytes it had said it cannot read. Without ``GZipMiddleware``, which makes the
+    same mistake with its own test of the header (Django's, for every response it compresses)."""
+    settings.MIDDLEWARE = [name for name in settings.MIDDLEWARE if name != "django.middleware.gzip.GZipMiddleware"]
+    response = ask(client, Accept="text/event-stream", **{"Accept-Encoding": accept_encoding})
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream; charset=utf-8"
+    assert "Content-Encoding" not in response
+    assert b"".join(response.streaming_content).startswith(b"event: start\n")
+
+
+@pytest.mark.parametrize("accept_encoding", ["gzip", "GZIP", "br;q=1, gzip;q=0.5", "x-gzip", "*", "identity, *;q=0.1"])
+def test_an_event_stream_is_gzipped_for_a_client_that_accepts_gzip(client, demo_content, accept_encoding):
+    """Codings are case-insensitive, ``x-gzip`` is gzip (RFC 9110 §8.4.1.3) and ``*`` is any coding not named."""
+    response = ask(client, Accept="text/event-stream", **{"Accept-Encoding": accept_encoding})
+    assert response.status_code == 200
+    assert response["Content-Encoding"] == "gzip"
+    assert "Accept-Encoding" in response["Vary"]
+    assert gzip.decompress(b"".join(response.streaming_content)).startswith(b"event: start\n")
