@@ -43,8 +43,13 @@ def event(name: str, data: Any) -> bytes:
 
 
 def accepts_event_stream(request: HttpRequest) -> bool:
-    """Whether the request's ``Accept`` header asks for an event stream (whatever else it lists)."""
-    return "text/event-stream" in request.headers.get("Accept", "")
+    """Whether the request's ``Accept`` header asks for an event stream: names it (a wildcard such as ``*/*``
+    accepts the JSON answer as well) with a quality above 0, and ranks JSON no higher (a tie is a stream)."""
+    stream = request.accepted_type(CONTENT_TYPE)  # the best match with q > 0, the most specific first
+    if stream is None or stream.sub_type != "event-stream":
+        return False
+    json_answer = request.accepted_type("application/json")
+    return json_answer is None or stream.quality >= json_answer.quality
 
 
 def _accepts_gzip(request: HttpRequest) -> bool:

@@ -62,3 +62,41 @@ def test_an_event_stream_is_gzipped_for_a_client_that_accepts_gzip(client, demo_
     assert response["Content-Encoding"] == "gzip"
     assert "Accept-Encoding" in response["Vary"]
     assert gzip.decompress(b"".join(response.streaming_content)).startswith(b"event: start\n")
+
+
+# --- Accept: an event stream only when the client asks for one ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/json, text/event-stream;q=0",  # q=0: not acceptable
+        "text/event-stream;q=0",
+        "text/event-stream;q=0, */*",
+        "*/*",  # any type: the JSON answer is one
+        "text/*",
+        "application/json, text/event-stream;q=0.5",  # JSON preferred
+        "text/event-stream;q=0.2, */*;q=0.8",
+    ],
+)
+def test_a_client_that_does_not_ask_for_an_event_stream_gets_json(client, demo_content, accept):
+    response = ask(client, Accept=accept)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["_meta"]["response_type"]
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "text/event-stream",
+        "application/json, text/event-stream",  # both as welcome: a stream, as before
+        "application/json;q=0.5, text/event-stream",
+        "TEXT/Event-Stream; charset=utf-8",
+        "*/*;q=0.1, text/event-stream;q=0.3",
+    ],
+)
+def test_a_client_that_asks_for_an_event_stream_gets_one(client, demo_content, accept):
+    response = ask(client, Accept=accept)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream; charset=utf-8"
