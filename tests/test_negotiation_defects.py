@@ -100,3 +100,44 @@ def test_a_client_that_asks_for_an_event_stream_gets_one(client, demo_content, a
     response = ask(client, Accept=accept)
     assert response.status_code == 200
     assert response["Content-Type"] == "text/event-stream; charset=utf-8"
+
+
+# --- what an AHP error says back of what the client chose ----------------------------------------------------------
+
+
+def test_an_unknown_capability_name_is_echoed_cut(client, demo_content):
+    """The 404 repeated the whole name from the path (6,000 characters made a 6 KB answer); it is cut to the
+    64 characters a capability name may have, the last an ellipsis."""
+    response = client.post("/capabilities/" + "a" * 6000, json.dumps({"query": "x"}), content_type="application/json")
+    assert response.status_code == 404
+    body = response.json()
+    assert body["code"] == "unknown_capability"
+    assert "a" * 63 + "…" in body["message"]
+    assert "a" * 64 not in body["message"]
+    assert "content_search" in body["available_capabilities"]
+    assert len(response.content) < 2000
+    named = client.post("/capabilities/teleport", json.dumps({"query": "x"}), content_type="application/json")
+    assert "'teleport'" in named.json()["message"]  # a name within the limit is quoted whole
+
+
+def test_an_unknown_body_key_is_named_cut(client, demo_content):
+    key = "k" * 6000
+    response = client.post(
+        "/capabilities/content_search", json.dumps({"query": "tea", key: 1}), content_type="application/json"
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_request"
+    assert body["fields"] == ["k" * 63 + "…"]
+    assert "k" * 64 not in body["message"]
+    assert len(response.content) < 2000
+
+
+def test_a_made_up_method_is_echoed_cut(client):
+    response = client.generic("M" * 6000, "/agent/converse")
+    assert response.status_code == 405
+    body = response.json()
+    assert "M" * 63 + "…" in body["message"]
+    assert "M" * 64 not in body["message"]
+    assert response["Allow"] == "POST"
+    assert len(response.content) < 2000

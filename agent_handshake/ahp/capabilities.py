@@ -22,6 +22,7 @@ from rest_framework.request import Request
 
 from ..registry import Capability
 from .converse import ConverseView, converse_capabilities
+from .errors import named
 from .openapi import CapabilityOperation
 from .request import ConverseRequest, RequestError, parse_data
 
@@ -55,13 +56,13 @@ class CapabilityView(ConverseView):
         if capability is None:
             raise RequestError(
                 "unknown_capability",
-                f"No capability is named {name!r}.",
+                f"No capability is named {named(name)!r}.",
                 status=404,
                 available_capabilities=[c.name for c in converse_capabilities()],
             )
         data = request.data
         fields = input_fields(capability)
-        unknown = sorted(key for key in data if key not in COMMON and key not in fields and key != "auth")
+        unknown = sorted({named(key) for key in data if key not in COMMON and key not in fields and key != "auth"})
         if unknown:
             accepted = ", ".join([*COMMON, *fields])
             raise RequestError(

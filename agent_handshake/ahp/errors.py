@@ -7,6 +7,17 @@ from typing import Any
 from django.http import JsonResponse
 
 from ..concierge import errors
+from .manifest import cut
+
+#: The most of a name the client chose (a capability in the path, a body key, a method) that an error quotes: a
+#: capability name's maxLength in the request schema.
+NAME_LENGTH = 64
+
+
+def named(text: str) -> str:
+    """A name the client chose, as an error quotes it: cut to :data:`NAME_LENGTH` ("…" says so), so that an error
+    never grows with what was sent."""
+    return cut(text, NAME_LENGTH)
 
 
 def error_response(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
@@ -18,7 +29,7 @@ def method_not_allowed(method: str, allowed: list[str]) -> JsonResponse:
     response = error_response(
         405,
         "method_not_allowed",
-        f"Method {method} is not allowed here; use {', '.join(allowed)}.",
+        f"Method {named(method)} is not allowed here; use {', '.join(allowed)}.",
         allowed_methods=allowed,
     )
     response["Allow"] = ", ".join(allowed)
