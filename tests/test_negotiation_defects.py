@@ -141,3 +141,32 @@ def test_a_made_up_method_is_echoed_cut(client):
     assert "M" * 64 not in body["message"]
     assert response["Allow"] == "POST"
     assert len(response.content) < 2000
+
+
+# --- Retry-After: only where the answer is "wait" ----------------------------------------------------------------
+
+
+def test_retry_after_is_sent_with_a_429_only(client, settings):
+    """A request refused for something else (here a body over the cap, 413) while its network's count was used
+    up carried ``Retry-After``, as if waiting would make it succeed. The ``X-RateLimit-*`` headers still say the
+    count is used up (§11.1: on every response)."""
+    settings.AGENT_HANDSHAKE = {
+        **settings.AGENT_HANDSHAKE,
+        "RATE_LIMITS": {"unauthenticated": {"requests": "2/minute"}},
+    }
+    unknown = json.dumps({"ahp": "0.1", "capability": "no_such_capability", "query": "hello"})
+    statuses = [client.post("/agent/converse", unknown, content_type="application/json").status_code for _ in range(3)]
+    assert statuses == [400, 400, 429]
+    limited = client.post("/agent/converse", unknown, content_type="application/json")
+    assert limited.status_code == 429
+    assert int(limited["Retry-After"]) >= 1
+
+    too_large = json.dumps({"capability": "content_search", "query": "x" * 9000})
+    response = client.post("/agent/converse", too_large, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json()["code"] == "request_too_large"
+    assert response["X-RateLimit-Remaining"] == "0"
+    assert "Retry-After" not in response
+    wrong_method = client.get("/agent/converse")
+    assert wrong_method.status_code == 405
+    assert "Retry-After" not in wrong_method

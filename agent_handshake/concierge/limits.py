@@ -204,7 +204,8 @@ def add_headers(response: HttpResponseBase, usage: Usage) -> HttpResponseBase:
     response.headers["X-RateLimit-Remaining"] = str(usage.remaining)
     response.headers["X-RateLimit-Reset"] = str(usage.reset)
     response.headers["X-RateLimit-Window"] = str(usage.window)
-    if usage.exceeded:
+    # Only on a 429: a request refused for something else (a body over the cap) would not succeed for waiting.
+    if usage.exceeded and response.status_code == 429:
         response.headers["Retry-After"] = str(usage.retry_after)
     return response
 
