@@ -20,9 +20,9 @@ from typing import Any
 from django.http import HttpResponseBase
 from rest_framework.request import Request
 
+from ..concierge.validation import named
 from ..registry import Capability
 from .converse import ConverseView, converse_capabilities
-from .errors import named
 from .openapi import CapabilityOperation
 from .request import ConverseRequest, RequestError, parse_data
 

@@ -7,17 +7,7 @@ from typing import Any
 from django.http import JsonResponse
 
 from ..concierge import errors
-from .manifest import cut
-
-#: The most of a name the client chose (a capability in the path, a body key, a method) that an error quotes: a
-#: capability name's maxLength in the request schema.
-NAME_LENGTH = 64
-
-
-def named(text: str) -> str:
-    """A name the client chose, as an error quotes it: cut to :data:`NAME_LENGTH` ("…" says so), so that an error
-    never grows with what was sent."""
-    return cut(text, NAME_LENGTH)
+from ..concierge.validation import named
 
 
 def error_response(status: int, code: str, message: str, **extra: Any) -> JsonResponse:

@@ -30,10 +30,19 @@ UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 UNSTORABLE_MESSAGE = "contains a NUL character or an unpaired surrogate (\\ud800-\\udfff), which no text can hold."
 #: UTC offsets in use run from -12:00 to +14:00; PostgreSQL refuses some that Python accepts.
 MAX_UTC_OFFSET = datetime.timedelta(hours=14)
+#: The most of a name the client chose (a key, a capability in a path, a method) that an error quotes: a capability
+#: name's maxLength in the AHP request schema.
+NAME_LENGTH = 64
 
 
 def dotted(path: Any) -> str:
     return ".".join(str(part) for part in path) or "(body)"
+
+
+def named(name: str) -> str:
+    """A name the client chose, as an error quotes it: at most :data:`NAME_LENGTH` characters, the last an ellipsis
+    when it was cut, so that an error never grows with what was sent."""
+    return name if len(name) <= NAME_LENGTH else name[: NAME_LENGTH - 1] + "…"
 
 
 def unstorable(text: str) -> bool:
