@@ -271,3 +271,32 @@ def test_profile_text_with_combining_marks_is_cut_to_the_schema_limits(client, a
         _, manifest = get_manifest(client)
     assert len(manifest["name"]) <= 128
     assert_valid_manifest(manifest, ahp_schemas)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", "/agent/converse"),
+        ("get", "/capabilities/content_search"),
+        ("post", "/agent/converse/status/some-job"),
+        ("get", "/agent/handshake"),
+        ("post", MANIFEST),
+        ("delete", "/llms.txt"),
+    ],
+)
+def test_known_schema_deviation_a_wrong_method_is_method_not_allowed(client, ahp_schemas, method, path):
+    """NOTES.md: every error of an AHP endpoint, a wrong method included, is the §10 JSON body. §10's table and the
+    published response schema's closed ``code`` enum have no wrong-method row, so our 405 says
+    ``method_not_allowed`` (the name every front door uses: NLWeb's ``METHOD_NOT_ALLOWED``, MCP's, ASP's), with
+    ``allowed_methods`` and ``Allow``. That code is the one thing the schema refuses in the body: this test keeps
+    the deviation visible."""
+    from tests.test_converse import response_validator
+
+    response = getattr(client, method)(path)
+    assert response.status_code == 405
+    body = response.json()
+    assert body["code"] == "method_not_allowed"
+    assert response["Allow"] == ", ".join(body["allowed_methods"])
+    validator = response_validator(ahp_schemas)
+    assert not validator.is_valid(body)
+    assert validator.is_valid({**body, "code": "invalid_request"})  # with a code of the enum it would be valid
