@@ -260,6 +260,10 @@ class Call:
     def resolve_input(self) -> tuple[dict[str, Any], ConverseSession | None] | Refused | NeedsInput:
         capability = self.capability
         session = None
+        # Whether this call answers the question this capability asked in the session for its missing input (even
+        # when the first turn found nothing to keep). Another capability's question is not this one's: its answer
+        # and what it gathered are not read, and this call's turn closes it (a session has one open question).
+        continuing = False
         gathered: dict[str, Any] = {}
         if self.session_id:
             try:
@@ -270,11 +274,12 @@ class Call:
                     raise error(exc.message, reason=exc.reason) from exc
             if session is not None:
                 check_turns(session)  # a call is a turn of the session too: SESSION_MAX_TURNS bounds them all
-            pending = (session.pending_clarification if session is not None else None) or {}
-            if session is not None and pending.get("kind") == "input" and session.capability == capability.name:
-                gathered = dict(pending.get("input") or {})
+                pending = session.pending_clarification or {}
+                continuing = pending.get("kind") == "input" and session.capability == capability.name
+                if continuing:
+                    gathered = dict(pending.get("input") or {})
         structured = self.input is not None
-        if gathered:  # continuing a clarification: the answer fills in what was missing
+        if continuing:  # the answer fills in what was missing
             answer = self.clarification or self.query
             data = {**gathered, **extract_input(capability, answer), **(self.input or {})}
         elif structured:
@@ -289,7 +294,7 @@ class Call:
             fields = sorted(prefix + name for name in problem.invalid)
             detail = "; ".join(f"{name}: {message}" for name, message in sorted(problem.invalid.items())[:5])
             return Refused(errors.InvalidInput(f"Invalid input for {capability.name!r}: {detail}", fields=fields))
-        if structured and not gathered:
+        if structured and not continuing:
             return Refused(
                 errors.MissingInput(
                     f"{capability.name!r} needs: {', '.join(problem.missing)}.",

@@ -1,0 +1,147 @@
+"""Answers to clarifications on POST /agent/converse (AHP §6.3): a MODE3 capability's question for missing input,
+and routing's question of which capability was meant. On the demo content, with the real embedding model and
+PostgreSQL; the agent is anonymous unless a test says otherwise."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_handshake.models import AgentClient, ApiKey, ConverseSession
+from demo_site.shop.models import Order
+
+pytestmark = pytest.mark.django_db
+
+URL = "/agent/converse"
+#: A product the first turn's query does not name, named by an answer: by its SKU or its name.
+SKU, NAME = "LK-TEA-0014", "Kakegawa Fukamushi Sencha"
+
+
+def converse(client, body, **headers):
+    response = client.post(URL, data=json.dumps({"ahp": "0.1", **body}), content_type="application/json", **headers)
+    return response, response.json()
+
+
+def pending_of(session_id):
+    return ConverseSession.objects.get(pk=session_id).pending_clarification
+
+
+# --- a MODE3 capability's question for missing input --------------------------------------------------------------
+
+
+def ask_for_a_product(client):
+    """A stock check whose query names no product: the session asks for it, with nothing gathered yet."""
+    response, body = converse(client, {"capability": "check_inventory", "query": "Is it in stock?"})
+    assert response.status_code == 200, body
+    assert body["status"] == "clarification_needed", body
+    pending = pending_of(body["session_id"])
+    assert (pending["kind"], pending["input"], pending["missing"]) == ("input", {}, ["product"])
+    return body["session_id"]
+
+
+@pytest.mark.parametrize("answer", [SKU, NAME])
+def test_an_answer_fills_the_field_the_first_turn_found_nothing_for(client, demo_content, answer):
+    # With nothing gathered, the answer was never read: the same question came back until the turn limit.
+    session_id = ask_for_a_product(client)
+    response, body = converse(
+        client,
+        {
+            "capability": "check_inventory",
+            "query": "Is it in stock?",
+            "session_id": session_id,
+            "clarification": answer,
+        },
+    )
+    assert response.status_code == 200, body
+    assert body["status"] == "success", body
+    assert body["session_id"] == session_id
+    assert body["meta"]["capability_used"] == "check_inventory"
+    assert SKU in body["response"]["answer"], body
+    assert pending_of(session_id) is None
+
+
+def test_an_answer_without_the_capability_continues_the_sessions_question(client, demo_content):
+    # Routed by the session (it keeps its capability), the clarification is still the answer to its question.
+    session_id = ask_for_a_product(client)
+    response, body = converse(client, {"query": "Is it in stock?", "session_id": session_id, "clarification": SKU})
+    assert response.status_code == 200, body
+    assert body["meta"]["capability_used"] == "check_inventory", body
+    assert SKU in body["response"]["answer"], body
+
+
+def test_an_answer_that_names_nothing_asks_again_in_the_same_session(client, demo_content):
+    session_id = ask_for_a_product(client)
+    body = {"capability": "check_inventory", "query": "Is it in stock?", "session_id": session_id}
+    response, answered = converse(client, {**body, "clarification": "the nice one"})
+    assert response.status_code == 200, answered
+    assert (answered["status"], answered["session_id"]) == ("clarification_needed", session_id), answered
+    response, answered = converse(client, {**body, "clarification": SKU})
+    assert answered["status"] == "success", answered
+
+
+# --- one capability's question, and a request for another ------------------------------------------------------
+
+
+def issue():
+    agent, _ = AgentClient.objects.get_or_create(name="Clarifying agent")
+    _key, secret = ApiKey.objects.issue(agent, scopes=["*"])
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+
+
+def test_a_question_for_one_capability_is_not_answered_by_a_request_for_another(client, demo_content):
+    """A session is a conversation (a routed one changes capability when a clarification chooses), so it may go
+    on with another capability; but its open question is its capability's: a request for another neither reads
+    the answer nor takes the input gathered, and that question is closed by the other's turn (one open question
+    per session, as for content_search's own), not kept to be mixed into a later call."""
+    credentials = issue()
+    order = Order.objects.first()
+    response, body = converse(
+        client, {"capability": "order_status", "query": f"Where is order {order.number}?"}, **credentials
+    )
+    assert body["status"] == "clarification_needed", body
+    session_id = body["session_id"]
+    assert pending_of(session_id)["input"] == {"order_number": order.number}
+
+    # check_inventory takes no order number (additionalProperties: false): given order_status's input, it is a 400.
+    response, body = converse(
+        client,
+        {
+            "capability": "check_inventory",
+            "query": f"Is {SKU} in stock?",
+            "session_id": session_id,
+            "clarification": order.customer_email,
+        },
+        **credentials,
+    )
+    assert response.status_code == 200, body
+    assert body["status"] == "success", body
+    assert SKU in body["response"]["answer"], body
+    assert pending_of(session_id) is None
+
+    # order_status's question was closed: its answer now is a new request, and the order number is not kept.
+    response, body = converse(
+        client,
+        {
+            "capability": "order_status",
+            "query": "Where is my order?",
+            "session_id": session_id,
+            "clarification": order.customer_email,
+        },
+        **credentials,
+    )
+    assert body["status"] == "clarification_needed", body
+    assert "order_number" in pending_of(session_id)["missing"]
+
+
+def test_an_answer_to_one_capabilitys_question_is_no_input_for_another(client, demo_content):
+    session_id = ask_for_a_product(client)
+    response, body = converse(
+        client,
+        {"capability": "custom_quote", "query": "A quote, please", "session_id": session_id, "clarification": SKU},
+    )
+    assert response.status_code == 200, body
+    assert body["status"] == "clarification_needed", body  # asks for its own items, not a quote for the SKU
+    pending = pending_of(session_id)
+    assert (pending["kind"], pending["input"], pending["missing"]) == ("input", {}, ["items"])
+    assert ConverseSession.objects.get(pk=session_id).capability == "custom_quote"
