@@ -170,3 +170,39 @@ def test_retry_after_is_sent_with_a_429_only(client, settings):
     wrong_method = client.get("/agent/converse")
     assert wrong_method.status_code == 405
     assert "Retry-After" not in wrong_method
+
+
+# --- the field an error names ---------------------------------------------------------------------------------------
+
+
+def converse_inventory(client, secret, product_input):
+    body = {"ahp": "0.1", "capability": "check_inventory", "query": "x", "context": {"input": product_input}}
+    response = client.post(
+        "/agent/converse", json.dumps(body), content_type="application/json", headers={"X-AHP-Key": secret}
+    )
+    assert response.status_code == 400, response.content[:500]
+    return response
+
+
+def test_each_unexpected_input_key_is_named(client, demo_content, secret):
+    """An input key the capability's schema does not allow (``additionalProperties: false``) was named
+    ``context.input.(input)``, the input as a whole; each such key is now named, the one to remove."""
+    body = converse_inventory(client, secret, {"product": "Sencha", "zzz": 1, "aaa": 2}).json()
+    assert body["code"] == "invalid_request"
+    assert body["fields"] == ["context.input.aaa", "context.input.zzz"]
+
+
+def test_an_unexpected_input_key_is_named_cut(client, demo_content, secret):
+    key = "z" * 6000
+    response = converse_inventory(client, secret, {"product": "Sencha", key: 1})
+    assert response.json()["fields"] == ["context.input." + "z" * 63 + "…"]
+    assert "z" * 64 not in response.json()["message"]
+    assert len(response.content) < 2000
+
+
+def test_an_unexpected_filter_key_is_named(client, demo_content):
+    """The same for the request's own closed object, ``context.filters``: the key is named, not the filters."""
+    body = {"ahp": "0.1", "capability": "content_search", "query": "tea", "context": {"filters": {"sectoins": []}}}
+    response = client.post("/agent/converse", json.dumps(body), content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["fields"] == ["context.filters.sectoins"]

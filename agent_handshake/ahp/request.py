@@ -19,11 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from ..concierge.errors import InvalidInput
 from ..concierge.invocation import SchemaValidator
-from ..concierge.validation import check_query, dotted, load_object, moment
+from ..concierge.validation import check_query, load_object, moment, schema_error_fields
 
 TYPE = {"type": "string", "pattern": r"^(text|application|media|file|x-[a-z][a-z0-9-]*)/[a-z][a-z0-9_-]*$"}
 DATE = {"type": "string", "maxLength": 40}
@@ -101,10 +99,6 @@ class ConverseRequest:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
-def _path(error: jsonschema.ValidationError) -> str:
-    return dotted(error.absolute_path)
-
-
 def parse_request(body: bytes) -> ConverseRequest:
     """The validated request, or :class:`RequestError` with the AHP code and the failing fields."""
     try:
@@ -120,9 +114,10 @@ def parse_data(data: dict[str, Any]) -> ConverseRequest:
         raise RequestError("missing_field", f"Required field(s) missing: {', '.join(missing)}.", fields=missing)
     errors = sorted(_validator.iter_errors(data), key=lambda error: list(error.absolute_path))
     if errors:
+        problems = [problem for error in errors for problem in schema_error_fields(error)]
         # An element of the intent vector is named by the vector (its index is in the message).
-        fields = sorted({re.sub(r"^(context\.intent_vector)\..*", r"\1", _path(error)) for error in errors})
-        detail = "; ".join(f"{_path(error)}: {error.message}" for error in errors[:5])
+        fields = sorted({re.sub(r"^(context\.intent_vector)\..*", r"\1", path) for path, _ in problems})
+        detail = "; ".join(f"{path}: {message}" for path, message in problems[:5])
         raise RequestError("invalid_request", f"Invalid field(s): {detail}", fields=fields)
     check_query(data["query"])
     context = data.get("context") or {}

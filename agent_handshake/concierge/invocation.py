@@ -38,6 +38,7 @@ import jsonschema
 
 from ..registry import Capability, capability_registry
 from . import errors
+from .validation import schema_error_fields
 
 if TYPE_CHECKING:
     from ..identity.auth import Credentials
@@ -234,8 +235,8 @@ def check_input(capability: Capability, data: dict[str, Any]) -> InputProblem | 
                 if name not in error.instance and path not in missing:
                     missing.append(path)
         else:
-            path = ".".join(str(part) for part in error.absolute_path) or "(input)"
-            invalid.setdefault(path, error.message)
+            for path, message in schema_error_fields(error, "(input)"):
+                invalid.setdefault(path, message)
     return InputProblem(missing, invalid) if missing or invalid else None
 
 

@@ -17,6 +17,7 @@ import math
 import re
 from typing import Any
 
+import jsonschema
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.timezone import make_aware
 
@@ -35,14 +36,34 @@ MAX_UTC_OFFSET = datetime.timedelta(hours=14)
 NAME_LENGTH = 64
 
 
-def dotted(path: Any) -> str:
-    return ".".join(str(part) for part in path) or "(body)"
+def dotted(path: Any, whole: str = "(body)") -> str:
+    """A path into the JSON as one name (``whole`` for the validated value itself)."""
+    return ".".join(str(part) for part in path) or whole
 
 
 def named(name: str) -> str:
     """A name the client chose, as an error quotes it: at most :data:`NAME_LENGTH` characters, the last an ellipsis
     when it was cut, so that an error never grows with what was sent."""
     return name if len(name) <= NAME_LENGTH else name[: NAME_LENGTH - 1] + "…"
+
+
+def schema_error_fields(error: jsonschema.ValidationError, whole: str = "(body)") -> list[tuple[str, str]]:
+    """The fields a schema error is about, each dotted (:func:`dotted`) with what is wrong with it.
+
+    An ``additionalProperties: false`` error's path is the object that holds the keys the schema does not allow,
+    and its message quotes them whole: each key is named instead, cut (:func:`named`), as the field to remove."""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = schema.get("properties") or {}
+        patterns = schema.get("patternProperties") or {}
+        unexpected = [
+            (dotted([*error.absolute_path, named(key)]), "no such property is allowed")
+            for key in error.instance
+            if key not in known and not any(re.search(pattern, key) for pattern in patterns)
+        ]
+        if unexpected:
+            return unexpected
+    return [(dotted(error.absolute_path, whole), error.message)]
 
 
 def unstorable(text: str) -> bool:
