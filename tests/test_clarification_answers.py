@@ -8,7 +8,9 @@ import json
 
 import pytest
 
+from agent_handshake.concierge import routing
 from agent_handshake.models import AgentClient, ApiKey, ConverseSession
+from agent_handshake.registry import capability_registry
 from demo_site.shop.models import Order
 
 pytestmark = pytest.mark.django_db
@@ -16,6 +18,8 @@ pytestmark = pytest.mark.django_db
 URL = "/agent/converse"
 #: A product the first turn's query does not name, named by an answer: by its SKU or its name.
 SKU, NAME = "LK-TEA-0014", "Kakegawa Fukamushi Sencha"
+#: A request that fits several capabilities alike on the demo content: routing asks which one was meant.
+AMBIGUOUS = "teapot"
 
 
 def converse(client, body, **headers):
@@ -145,3 +149,74 @@ def test_an_answer_to_one_capabilitys_question_is_no_input_for_another(client, d
     pending = pending_of(session_id)
     assert (pending["kind"], pending["input"], pending["missing"]) == ("input", {}, ["items"])
     assert ConverseSession.objects.get(pk=session_id).capability == "custom_quote"
+
+
+# --- routing's question: which capability ---------------------------------------------------------------------------
+
+
+def offered(client):
+    """A routing clarification for AMBIGUOUS: its session id and its options (capability names, as listed)."""
+    response, body = converse(client, {"query": AMBIGUOUS})
+    assert response.status_code == 200, body
+    assert body["status"] == "clarification_needed", body
+    options = body["clarification"]["options"]
+    assert "check_inventory" in options, options  # answers without credentials: the choice that runs
+    return body["session_id"], options
+
+
+def assert_refused_and_still_open(client, session_id, options, answer):
+    pending = pending_of(session_id)
+    response, body = converse(client, {"query": AMBIGUOUS, "session_id": session_id, "clarification": answer})
+    assert response.status_code == 400, body
+    assert (body["code"], body["fields"]) == ("unknown_capability", ["clarification"]), body
+    assert pending_of(session_id) == pending
+    # Still open: an option is chosen by its number on the list offered.
+    number = options.index("check_inventory") + 1
+    response, body = converse(client, {"query": AMBIGUOUS, "session_id": session_id, "clarification": str(number)})
+    assert response.status_code == 200, body
+    assert ConverseSession.objects.get(pk=session_id).capability == "check_inventory"
+
+
+ORDINAL_WORDS = {4: "fourth", 5: "fifth"}
+
+
+@pytest.mark.parametrize("form", ["{}", "the {}", "option {}"])
+def test_a_number_not_on_the_list_chooses_nothing(client, demo_content, form):
+    # Ranked as words, "4" of three options ran the second, "the fourth" the first.
+    session_id, options = offered(client)
+    past = len(options) + 1
+    answer = form.format(past if form != "the {}" else ORDINAL_WORDS[past])
+    assert_refused_and_still_open(client, session_id, options, answer)
+
+
+def test_the_name_of_a_capability_not_offered_chooses_nothing(client, demo_content):
+    session_id, options = offered(client)
+    other = next(c.name for c in capability_registry.available() if c.handler and c.name not in options)
+    assert_refused_and_still_open(client, session_id, options, other)
+
+
+def test_words_that_fit_no_option_clearly_choose_nothing(client, demo_content):
+    session_id, options = offered(client)
+    answer = "neither"
+    candidates = [capability_registry.get(name) for name in options]
+    ranked = routing.rank(answer, candidates)
+    assert ranked[0].score < routing.app_settings.ROUTING_MIN_SCORE, ranked  # ranked anyway, it got the best
+    assert_refused_and_still_open(client, session_id, options, answer)
+
+
+def test_words_that_fit_one_option_clearly_choose_it(client, demo_content):
+    session_id, _ = offered(client)
+    response, body = converse(client, {"query": AMBIGUOUS, "session_id": session_id, "clarification": "is it in stock"})
+    assert response.status_code == 200, body
+    assert ConverseSession.objects.get(pk=session_id).capability == "check_inventory"
+
+
+def test_choose_picks_only_what_the_answer_names_or_clearly_means(demo_content):
+    """What IntentWeb's clarification reads too: None (it lists the options again) unless the answer chooses."""
+    candidates = [capability_registry.get(name) for name in ("custom_quote", "check_inventory", "escalate_to_human")]
+    assert routing.choose("2", candidates).name == "check_inventory"
+    assert routing.choose("the third one", candidates).name == "escalate_to_human"
+    assert routing.choose("check_inventory", candidates).name == "check_inventory"
+    assert routing.choose("how much would it cost", candidates).name == "custom_quote"
+    for answer in ("4", "0", "the fifth", "content_search", "neither"):
+        assert routing.choose(answer, candidates) is None, answer

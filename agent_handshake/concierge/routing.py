@@ -61,8 +61,10 @@ fit: on top of the above, tune 120 for every setting tried, held-out 119 to 122 
 centring on the mean of the capabilities' texts (117 / 119 at best, on the earlier router); an answering
 capability's own content (site_info's about pages) as its fit (113 / 121 at best).
 
-An answer to a clarification names its choice by number ("2", "the second"), by name or intent, or, failing
-that, is ranked again among the candidates only. :func:`offer` keeps the candidates' names in a session and
+An answer to a clarification names its choice by number ("2", "the second"), by name or intent, or chooses it in
+words that fit it clearly among the candidates only (by :func:`route_ranked`'s rule); an answer that chooses none
+of them (a number past the list, another capability's name, words that fit none clearly) is an unknown capability,
+and the question stays open (:func:`choose`). :func:`offer` keeps the candidates' names in a session and
 :func:`resume` reads the choice on the next turn against that list, not against the capabilities offered by then: a
 number counts the options as they were listed, and an option withdrawn since is an unknown capability, not the one
 that took its place (:func:`chosen_option`).
@@ -99,7 +101,18 @@ from .conversation import Owner, SessionError, load_session, new_session
 from .extractive import unaccented
 
 logger = logging.getLogger(__name__)
-ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "one": 1, "two": 2, "three": 3}
+ORDINALS = {
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+}
 #: The ``pending_clarification`` of a session whose next turn chooses among routed capabilities.
 PENDING_KIND = "routing"
 #: Cue words are compared by their first letters (see :func:`words`).
@@ -577,26 +590,37 @@ def route_ranked(ranked: list[Scored]) -> Route:
     return Route(ranked[0].capability, ranked)
 
 
+def number_named(answer: str) -> int | None:
+    """The number (from 1) an answer to "which one?" is ("2", "the second", "option 2"), whatever the list's
+    length, or None when it is not a number."""
+    number = re.fullmatch(
+        r"\W*(?:the\s+)?(?:(?:option|number)\s+)?(\d+|[a-z]+)(?:st|nd|rd|th)?\W*(?:one)?\W*", answer.lower()
+    )
+    if number is None:
+        return None
+    word = number.group(1)
+    return int(word) if word.isdigit() else ORDINALS.get(word)
+
+
 def numbered(answer: str, count: int) -> int | None:
     """The index (from 0) of the option among ``count`` that ``answer`` names by number ("2", "the second"), or
     None."""
-    number = re.fullmatch(r"\W*(?:the\s+)?(\d+|[a-z]+)(?:st|nd|rd|th)?\W*(?:one)?\W*", answer.lower())
-    if number:
-        word = number.group(1)
-        index = int(word) if word.isdigit() else ORDINALS.get(word)
-        if index is not None and 1 <= index <= count:
-            return index - 1
-    return None
+    number = number_named(answer)
+    return number - 1 if number is not None and 1 <= number <= count else None
 
 
 def choose(answer: str, candidates: Sequence[Capability]) -> Capability | None:
-    """The candidate an answer to "which one?" names, or the best of them by meaning (None if there are none)."""
+    """The candidate an answer to "which one?" chooses: by its number on the list, by its name or intent, or in
+    words that fit it clearly among the candidates alone (``ROUTING_MIN_SCORE``, ``ROUTING_MARGIN``, as
+    :func:`route_ranked` has it). None when it chooses none of them: a number past the list, the name of a
+    capability not on it, words that fit none clearly. (Ranked whatever they were, "4" of three options chose the
+    second, "content_search" one of the others, "neither" the best of them.)"""
     if not candidates:
         return None
+    number = number_named(answer)
+    if number is not None:
+        return candidates[number - 1] if 1 <= number <= len(candidates) else None
     lowered = answer.lower()
-    index = numbered(answer, len(candidates))
-    if index is not None:
-        return candidates[index]
     named = [
         capability
         for capability in candidates
@@ -604,7 +628,9 @@ def choose(answer: str, candidates: Sequence[Capability]) -> Capability | None:
     ]
     if len(named) == 1:
         return named[0]
-    return rank(answer, named or candidates)[0].capability
+    if not named and lowered.strip(" \t\r\n.!'\"`") in {capability.name for capability in capability_registry}:
+        return None  # another capability, by its name alone
+    return route_ranked(rank(answer, named or candidates)).chosen
 
 
 # --- Asking which one, in a session --------------------------------------------------------------------------
@@ -644,8 +670,9 @@ def resume(
 ) -> tuple[Capability | None, bool]:
     """The capability a continuing session is for, and whether ``answer`` chose it: the choice ``answer`` makes
     among the candidates a routing clarification offered (recorded on the session), or the capability the session
-    already has. None when the session has neither (the request is routed afresh). An unknown, expired or foreign
-    session is :class:`~.errors.NotFound`/:class:`~.errors.Gone`."""
+    already has. None when the session has neither (the request is routed afresh). An answer that chooses no option
+    is :class:`~.errors.UnknownCapability` (:func:`chosen_option`), the session left as it was; an unknown, expired or
+    foreign session is :class:`~.errors.NotFound`/:class:`~.errors.Gone`."""
     with transaction.atomic():
         try:
             session = load_session(session_id, owner, lock=True)
@@ -658,8 +685,6 @@ def resume(
             if not answer:
                 return None, False
             chosen = chosen_option(answer, pending.get("options", []), offered)
-            if chosen is None:
-                return None, False
             session.capability = chosen.name
             session.pending_clarification = None
             session.last_active_at = timezone.now()
@@ -668,15 +693,25 @@ def resume(
         return offered.get(session.capability), False
 
 
-def chosen_option(answer: str, options: Sequence[str], offered: dict[str, Capability]) -> Capability | None:
+def chosen_option(answer: str, options: Sequence[str], offered: dict[str, Capability]) -> Capability:
     """The capability ``answer`` chooses among ``options``, the names a clarification listed, as they were listed:
     a number counts them on that list, not on what is ``offered`` now (which may have lost one since, or gained one).
-    :class:`~.errors.UnknownCapability` when the choice is an option no longer offered, or when one is gone and the
-    answer is free text: ranked among those left, it would get a capability that an answer meaning the gone one did
-    not choose."""
+    :class:`~.errors.UnknownCapability` when it chooses none of them (:func:`choose`), when the choice is an option
+    no longer offered, or when one is gone and the answer is free text: ranked among those left, it would get a
+    capability that an answer meaning the gone one did not choose. The clarification stays open for another
+    answer."""
     gone = [name for name in options if name not in offered]
     if not gone:
-        return choose(answer, [offered[name] for name in options])
+        chosen = choose(answer, [offered[name] for name in options])
+        if chosen is not None:
+            return chosen
+        listed = "; ".join(f"{number}. {name}" for number, name in enumerate(options, 1))
+        raise errors.UnknownCapability(
+            f"The answer chooses none of the options ({listed}). Choose one by its number or name, or send the "
+            "request without this session.",
+            fields=["clarification"],
+            available_capabilities=list(offered),
+        )
     index = numbered(answer, len(options))
     lowered = answer.lower()
     named = [
