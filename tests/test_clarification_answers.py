@@ -220,3 +220,24 @@ def test_choose_picks_only_what_the_answer_names_or_clearly_means(demo_content):
     assert routing.choose("how much would it cost", candidates).name == "custom_quote"
     for answer in ("4", "0", "the fifth", "content_search", "neither"):
         assert routing.choose(answer, candidates) is None, answer
+
+
+def test_a_question_is_not_rewritten_by_another_capabilitys_open_question(client, demo_content):
+    """content_search read any open question as its own: after routing asked which capability "teapot" was for, a
+    question sent with the session and a clarification was answered as "teapot" (the routing question's stored
+    query) plus the clarification. It reads only its own (a clarification with no ``kind``); another's question is
+    closed by its turn."""
+    response, body = converse(client, {"query": AMBIGUOUS})
+    assert body["status"] == "clarification_needed", body
+    session_id = body["session_id"]
+    assert pending_of(session_id)["kind"] == routing.PENDING_KIND
+    question = "How hot should the water be for gyokuro?"
+    response, body = converse(
+        client,
+        {"capability": "content_search", "query": question, "session_id": session_id, "clarification": "gyokuro"},
+    )
+    assert response.status_code == 200, body
+    assert body["status"] == "success", body
+    turn = ConverseSession.objects.get(pk=session_id).turns[-1]
+    assert "water" in turn["standalone_query"].lower(), turn
+    assert pending_of(session_id) is None

@@ -342,15 +342,18 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
     filters = question.filters
     clarified = False
     pending = session.pending_clarification
-    options = {str(option).lower() for option in (pending or {}).get("options") or ()}
+    # Only a question of its own is answered here (one with a "kind" is a capability's input or routing's choice,
+    # answered there); any other still ends with this turn (_record), as one open question per session.
+    own = pending if pending and "kind" not in pending else None
+    options = {str(option).lower() for option in (own or {}).get("options") or ()}
     if question.clarification is None and question.text_may_clarify and question.text.strip().lower() in options:
         question = dataclasses.replace(question, clarification=question.text)
-    if question.clarification and pending:
+    if question.clarification and own:
         choice = question.clarification.strip().lower()
         clarified = True
-        query = pending.get("query") or query
-        if choice in pending.get("scopes", {}):
-            filters = dataclasses.replace(filters, models=pending["scopes"][choice])
+        query = own.get("query") or query
+        if choice in own.get("scopes", {}):
+            filters = dataclasses.replace(filters, models=own["scopes"][choice])
         else:
             query = f"{query} {question.clarification}"
     elif question.clarification:
