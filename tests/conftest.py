@@ -137,3 +137,17 @@ def database_without_pgvector():
             yield "postgres://{user}@{host}:{port}/".format(**SYSTEM_POSTGRES) + name
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def lookups(monkeypatch):
+    """The host names resolved meanwhile (socket's own lookup, spied on)."""
+    resolved = []
+    resolve = socket.getaddrinfo
+
+    def spied(host, *args, **kwargs):
+        resolved.append(host)
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", spied)
+    return resolved

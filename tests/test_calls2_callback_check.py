@@ -4,27 +4,10 @@ before the call's: one refusal, worded and fielded by the front door's field nam
 
 from __future__ import annotations
 
-import socket
-
-import pytest
 from django.test import RequestFactory
 
 from agent_handshake.concierge import calls
 from agent_handshake.concierge.conversation import Owner
-
-
-@pytest.fixture
-def lookups(monkeypatch):
-    """The host names resolved meanwhile."""
-    resolved = []
-    resolve = socket.getaddrinfo
-
-    def spied(host, *args, **kwargs):
-        resolved.append(host)
-        return resolve(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", spied)
-    return resolved
 
 
 def call_of(registries, name, url, **options):

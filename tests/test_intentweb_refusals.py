@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import unicodedata
 
 import pytest
@@ -63,20 +62,6 @@ def safe_text(text: str, limit: int) -> None:
     assert not re.search(r"(?<!\\)<|(?<!\\)\]\(", text), text
     invisible = [char for char in text if char != "\n" and unicodedata.category(char) in ("Cc", "Cf")]
     assert not invisible, (invisible, text)
-
-
-@pytest.fixture
-def lookups(monkeypatch):
-    """The host names resolved meanwhile (socket's own lookup, spied on)."""
-    resolved = []
-    resolve = socket.getaddrinfo
-
-    def spied(host, *args, **kwargs):
-        resolved.append(host)
-        return resolve(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", spied)
-    return resolved
 
 
 # --- a failed job's error envelope ----------------------------------------------------------------------------------
