@@ -40,6 +40,7 @@ from .insights import (
     Outcome,
 )
 from .jobs import CancelRequest, DeskRequest, IdempotencyRecord, Job
+from .retention import Forgettable
 from .schema_templates import ProposedField, SchemaKeyText, SchemaTemplate, UnmappedFragment
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "DeskRequest",
     "Document",
     "EmbeddingIndex",
+    "Forgettable",
     "IdempotencyRecord",
     "IntentNonce",
     "Interaction",
