@@ -378,7 +378,10 @@ class AgentDiscoveryMiddleware:
         # A substring test first: most requests never name either type (and request.headers copies all of META).
         if media_type not in request.META.get("HTTP_ACCEPT", ""):
             return False
-        return request.get_preferred_type(["text/html", media_type]) == media_type
+        try:
+            return request.get_preferred_type(["text/html", media_type]) == media_type
+        except ValueError:  # a parameter Django's header parser refuses (an RFC 2231 charset it does not know)
+            return False
 
     @staticmethod
     def _markdown_candidates(base: str) -> list[str]:

@@ -45,10 +45,13 @@ def event(name: str, data: Any) -> bytes:
 def accepts_event_stream(request: HttpRequest) -> bool:
     """Whether the request's ``Accept`` header asks for an event stream: names it (a wildcard such as ``*/*``
     accepts the JSON answer as well) with a quality above 0, and ranks JSON no higher (a tie is a stream)."""
-    stream = request.accepted_type(CONTENT_TYPE)  # the best match with q > 0, the most specific first
+    try:
+        stream = request.accepted_type(CONTENT_TYPE)  # the best match with q > 0, the most specific first
+        json_answer = request.accepted_type("application/json")
+    except ValueError:  # a parameter Django's header parser refuses (an RFC 2231 charset it does not know)
+        return False
     if stream is None or stream.sub_type != "event-stream":
         return False
-    json_answer = request.accepted_type("application/json")
     return json_answer is None or stream.quality >= json_answer.quality
 
 
@@ -57,7 +60,10 @@ def _accepts_gzip(request: HttpRequest) -> bool:
     or a q-value that is not one, is read as no, since an uncompressed stream is what every client reads."""
     qualities: dict[str, float] = {}
     for token in request.headers.get("Accept-Encoding", "").split(","):
-        coding, params = parse_header_parameters(token)
+        try:
+            coding, params = parse_header_parameters(token)
+        except ValueError:  # a parameter the parser refuses: that coding is not read
+            continue
         try:
             quality = float(params.get("q", "1"))
         except ValueError:

@@ -206,3 +206,33 @@ def test_an_unexpected_filter_key_is_named(client, demo_content):
     response = client.post("/agent/converse", json.dumps(body), content_type="application/json")
     assert response.status_code == 400
     assert response.json()["fields"] == ["context.filters.sectoins"]
+
+
+#: A header parameter in RFC 2231's extended form with a charset Python does not know: Django's header parser
+#: (behind request.accepted_type and get_preferred_type) raises ValueError on it.
+HOSTILE = "; x*=xx''1"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_ACCEPT": "text/event-stream" + HOSTILE},
+        {"HTTP_ACCEPT": "application/json" + HOSTILE},
+        {"HTTP_ACCEPT": "text/event-stream", "HTTP_ACCEPT_ENCODING": "gzip" + HOSTILE},
+    ],
+)
+def test_a_header_the_parser_cannot_read_is_no_stream_not_a_500(client, demo_content, headers):
+    response = client.post(
+        "/ask", data=json.dumps({"query": {"text": "oolong"}}), content_type="application/json", **headers
+    )
+    assert response.status_code == 200  # was a 500: the parser's ValueError
+    # What cannot be read asks for nothing: JSON, except where the Accept that names the stream is readable.
+    streamed = response.headers["Content-Type"].startswith("text/event-stream")
+    assert streamed == (headers["HTTP_ACCEPT"] == "text/event-stream")
+
+
+@pytest.mark.parametrize("accept", ["application/agent+json" + HOSTILE, "text/markdown" + HOSTILE])
+def test_a_page_asked_for_with_an_accept_the_parser_cannot_read_is_the_page(client, demo_content, accept):
+    response = client.get("/page/", HTTP_ACCEPT=accept)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/html")
