@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connection, connections
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_handshake.insights.gaps import refresh_nearest
 from agent_handshake.models import ContentGap, Document, LexemeStat, Passage
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
-from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
+from agent_handshake.retrieval.hybrid import HybridRetriever
 from tests.testapp.models import Article
 
 
@@ -86,6 +85,9 @@ def test_a_gaps_nearest_page_is_its_nearest_passage_on_a_site_large_enough_for_t
         for n in range(20)
     ]
     with connection.cursor() as cursor:
+        # The graph of a site's index, not one worn by the whole suite's inserts and deletes (whose dead entries use
+        # up an iterative scan's candidates): built again from these rows, in the test's transaction.
+        cursor.execute(f"REINDEX TABLE {Passage._meta.db_table}")
         cursor.execute(f"ANALYZE {Passage._meta.db_table}")
         cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
     refresh_nearest(gaps)
@@ -99,44 +101,6 @@ def test_a_gaps_nearest_page_is_its_nearest_passage_on_a_site_large_enough_for_t
         right += (gap.nearest_document_id, gap.nearest_score) == pytest.approx(nearest, abs=2e-4)
     # HNSW is approximate: the nearest of its candidates, not always the exact nearest; but never the first found.
     assert right >= 18, right
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("mode", ["text", "hybrid", "vector"])
-def test_document_search_finds_as_many_documents_as_asked_when_one_crowds_the_top_passages(publish, mode):
-    """Documents are the best passages grouped: when the best ``limit * 4`` passages were mostly one document's, a
-    search for ``limit`` documents found fewer, though more documents matched. It now gathers more passages until it
-    has ``limit`` documents (or every passage that matched)."""
-    sections = "\n\n".join(
-        f"## Tetsubin {n}\n\nRinse the tetsubin kettle and dry the tetsubin kettle over low heat." for n in range(30)
-    )
-    crowd = publish(Article, title="Tetsubin kettle care", slug="tetsubin", body=sections)
-    others = [
-        publish(Article, title=title, slug=title.lower(), body=f"Our {title.lower()} pair well with a tetsubin kettle "
-                "on the stove, though most customers choose glass for green tea and porcelain for oolong.")
-        for title in ("Teapots", "Cups", "Trays", "Caddies")
-    ]  # fmt: skip
-    assert Passage.objects.filter(document__url=crowd.get_absolute_url()).count() == 30
-    retriever = HybridRetriever()
-    # Every passage, ranked: the documents in the order of their best passages.
-    ranked = [hit.passage.document.url for hit in retriever.search("tetsubin kettle", limit=100, mode=mode)]
-    expected = list(dict.fromkeys(ranked))[:3]
-    assert ranked[:12].count(crowd.get_absolute_url()) > 9  # the top passages are mostly one document's
-    found = retriever.search_documents("tetsubin kettle", limit=3, mode=mode)
-    assert [hit.url for hit in found] == expected
-    assert len(others) + 1 == len(dict.fromkeys(ranked))
-
-    # No search again for more passages when every document the filters leave was found.
-    assert retriever.documents_within(Filters()) == 5
-    assert retriever.documents_within(Filters(models=["blog.post"])) == 0
-    one = Filters(documents=[Document.objects.get(url=crowd.get_absolute_url()).pk])
-    with CaptureQueriesContext(connection) as queries:
-        assert [hit.url for hit in retriever.search_documents("tetsubin kettle", limit=2, filters=one, mode=mode)] == [
-            crowd.get_absolute_url()
-        ]
-    # One round: one list of candidates from each side the mode searches.
-    sides = sum("<=>" in query["sql"] or "::tsquery" in query["sql"] for query in queries)
-    assert sides == {"text": 1, "vector": 1, "hybrid": 2}[mode], [query["sql"] for query in queries]
 
 
 class GatedEmbeddings(MiniLMEmbeddings):

@@ -26,10 +26,6 @@ from .index import current_index
 
 MODES = ("hybrid", "vector", "text")
 
-#: The most passages :meth:`HybridRetriever.search_documents` gathers to find its documents: pgvector's largest
-#: ``hnsw.ef_search``, so that the vector side's list stays one scan of the graph.
-DEEPEST_PASSAGES = 1000
-
 
 @dataclass(frozen=True)
 class Filters:
@@ -90,20 +86,6 @@ def unserved_labels() -> list[str]:
     labels = json.loads(state.cached_body(f"agent_handshake:passage-labels:{state.snapshot().token}", present))
     registered = {config.label for config in content_registry}
     return [label for label in labels if label not in registered]
-
-
-def documents_per_label() -> dict[str, int]:
-    """How many documents have passages, per model label: read once per content state, when a document search
-    found fewer documents than asked for and must know whether there are more."""
-
-    def count() -> bytes:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT model_label, count(DISTINCT document_id) FROM {Passage._meta.db_table} GROUP BY model_label"
-            )
-            return json.dumps(dict(cursor.fetchall())).encode()
-
-    return json.loads(state.cached_body(f"agent_handshake:passage-documents:{state.snapshot().token}", count))
 
 
 @dataclass(frozen=True)
@@ -380,30 +362,8 @@ class HybridRetriever:
     def search_documents(
         self, query: str, *, limit: int = 10, filters: Filters | None = None, mode: str = "hybrid", **kwargs
     ) -> list[DocumentHit]:
-        """The best ``limit`` documents, each with its matching passages (passages grouped by document).
-
-        The best ``limit * 4`` passages usually name enough documents; when several of them are one document's
-        and more passages matched, the search is run again for four times as many passages, until it finds
-        ``limit`` documents, every matching passage, every document the filters leave (:func:`documents_per_label`)
-        or :data:`DEEPEST_PASSAGES` passages."""
-        filters = filters or Filters()
-        if mode in ("hybrid", "vector") and kwargs.get("query_vector") is None:
-            kwargs["query_vector"] = self.backend.embed_query(query)  # once, for every round
-        passages = limit * 4
-        while True:
-            hits = self.search(query, limit=passages, filters=filters, mode=mode, **kwargs)
-            documents = self._group(hits)
-            if (
-                len(documents) >= limit
-                or len(hits) < passages
-                or passages >= DEEPEST_PASSAGES
-                or len(documents) >= self.documents_within(filters)
-            ):
-                return documents[:limit]
-            passages = min(passages * 4, DEEPEST_PASSAGES)
-
-    @staticmethod
-    def _group(hits: list[PassageHit]) -> list[DocumentHit]:
+        """The best ``limit`` documents, each with its matching passages (passages grouped by document)."""
+        hits = self.search(query, limit=limit * 4, filters=filters, mode=mode, **kwargs)
         documents: dict[int, DocumentHit] = {}
         for hit in hits:
             document = hit.passage.document
@@ -418,13 +378,4 @@ class HybridRetriever:
                     score=hit.score,
                 )
             entry.passages.append(hit)
-        return list(documents.values())
-
-    @staticmethod
-    def documents_within(filters: Filters) -> int:
-        """At most how many documents a search with ``filters`` can find: those with passages of its models (the
-        registered ones when it names none), and no more than the documents it names."""
-        counts = documents_per_label()
-        labels = set(filters.models or [config.label for config in content_registry])
-        within = sum(counts.get(label, 0) for label in labels)
-        return within if filters.documents is None else min(within, len(set(filters.documents)))
+        return list(documents.values())[:limit]
