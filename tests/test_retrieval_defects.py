@@ -165,3 +165,30 @@ def test_searches_keep_answering_while_agent_reindex_rebuilds(options, settings)
     assert "searches answer from their current passages meanwhile" in out.getvalue()  # not "Dropped every passage"
     assert {hit.url for hit in retriever.search_documents("kettle teapot", limit=5)} == urls
     assert dict(LexemeStat.objects.values_list("lexeme", "passages")) == recount()
+
+
+@pytest.mark.django_db
+def test_a_rebuild_while_the_embedding_server_is_down_drops_nothing(publish, settings, closed_port):
+    """``agent_reindex --rebuild`` read an embedding server it could not reach (its dimensions asked of it) as
+    another model, and dropped every passage and the vector index before failing to embed any: a transient outage
+    left the site with nothing to search. It now stops before dropping anything."""
+    from django.core.management.base import CommandError
+
+    from agent_handshake.models import EmbeddingIndex
+
+    publish(Article, title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
+    passages = set(Passage.objects.values_list("pk", flat=True))
+    assert passages
+    model = "text-embedding-3-small"
+    EmbeddingIndex.objects.update(model_id=f"openai:{model}")  # the passages hold this server's vectors
+    settings.AGENT_HANDSHAKE = {
+        **settings.AGENT_HANDSHAKE,
+        "EMBEDDING_BACKEND": "agent_handshake.retrieval.embeddings.OpenAIEmbeddings",
+        "EMBEDDING_OPTIONS": {
+            "base_url": f"http://127.0.0.1:{closed_port}/v1", "model": model, "max_retries": 0, "timeout": 2,
+        },
+    }  # fmt: skip
+    with pytest.raises(CommandError, match="Cannot reach the embeddings server"):
+        call_command("agent_reindex", "--rebuild", stdout=StringIO())
+    assert set(Passage.objects.values_list("pk", flat=True)) == passages
+    assert EmbeddingIndex.objects.filter(model_id=f"openai:{model}").exists()

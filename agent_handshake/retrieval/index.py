@@ -19,7 +19,7 @@ from django.db.models.functions import Left
 from ..conf import app_settings
 from ..models import Document, EmbeddingIndex, LexemeStat, Passage, Posting
 from .chunking import Chunk, split_markdown
-from .embeddings import EmbeddingBackend, EmbeddingUnavailable, get_embedding_backend
+from .embeddings import EmbeddingBackend, get_embedding_backend
 
 
 class EmbeddingModelChanged(RuntimeError):
@@ -110,14 +110,17 @@ def reset_index(backend: EmbeddingBackend | None = None) -> bool:
 
     With the configured model's vectors stored, the passages stay, so searches keep answering during the rebuild:
     the documents are only marked, and the run replaces each one's passages in the transaction that writes its new
-    ones. With another model's vectors (or when the model cannot be asked), every passage, the vector index and the
-    embedding model are dropped first: vectors of two models must never be compared, and the old ones answer no
-    query of the new model anyway (searches fail with :class:`EmbeddingModelChanged` until the rebuild).
+    ones. With another model's vectors, every passage, the vector index and the embedding model are dropped first:
+    vectors of two models must never be compared, and the old ones answer no query of the new model anyway
+    (searches fail with :class:`EmbeddingModelChanged` until the rebuild). A backend that cannot be asked raises
+    :class:`EmbeddingUnavailable`, and nothing is dropped.
     """
     try:
         same_model = current_index(backend, create=False) is not None
-    except (EmbeddingModelChanged, EmbeddingUnavailable):
+    except EmbeddingModelChanged:
         same_model = False
+    # EmbeddingUnavailable (a server that cannot be asked its model's dimensions) goes to the caller: an outage is
+    # no change of model, and dropping every passage for it would leave nothing to search and nothing to embed with.
     if same_model:
         Document.objects.update(indexed_hash="")
         return False

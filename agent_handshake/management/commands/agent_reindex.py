@@ -57,12 +57,18 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"{exc} A different embedding model needs every model rebuilt: leave out --model."
                 ) from exc
+            except EmbeddingUnavailable as exc:
+                raise CommandError(f"{exc} Nothing was changed; run the rebuild again once it answers.") from exc
             labels = ", ".join(config.label for config in configs)
             self.stdout.write(
                 f"Embedding the documents of {labels} again; searches answer from their current passages meanwhile."
             )
         elif options["rebuild"]:
-            if reset_index():
+            try:
+                dropped = reset_index()
+            except EmbeddingUnavailable as exc:
+                raise CommandError(f"{exc} Nothing was dropped; run the rebuild again once it answers.") from exc
+            if dropped:
                 self.stdout.write("Dropped every passage and the embedding index; embedding all documents again.")
             else:
                 self.stdout.write(
