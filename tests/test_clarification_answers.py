@@ -241,3 +241,23 @@ def test_a_question_is_not_rewritten_by_another_capabilitys_open_question(client
     turn = ConverseSession.objects.get(pk=session_id).turns[-1]
     assert "water" in turn["standalone_query"].lower(), turn
     assert pending_of(session_id) is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "number"),
+    [
+        ("2", 2),
+        ("the second", 2),
+        ("the 2nd one", 2),
+        ("Option 3.", 3),
+        ("option two", 2),
+        ("the first one", 1),
+        # Not numbers on the list: they choose nothing, rather than the first option.
+        ("the one", None),
+        ("-1", None),
+        ("0", 0),
+        ("one of them", None),
+    ],
+)
+def test_the_number_an_answer_names(answer, number):
+    assert routing.number_named(answer) == number

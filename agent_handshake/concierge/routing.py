@@ -593,12 +593,14 @@ def route_ranked(ranked: list[Scored]) -> Route:
 def number_named(answer: str) -> int | None:
     """The number (from 1) an answer to "which one?" is ("2", "the second", "option 2"), whatever the list's
     length, or None when it is not a number."""
+    # No "-" before it ("-1" is no place on a list), and "the one" is none ("the first one", "option one" are).
     number = re.fullmatch(
-        r"\W*(?:the\s+)?(?:(?:option|number)\s+)?(\d+|[a-z]+)(?:st|nd|rd|th)?\W*(?:one)?\W*", answer.lower()
+        r"[^\w-]*(?P<the>the\s+)?(?P<kind>(?:option|number)\s+)?(?P<word>\d+|[a-z]+)(?:st|nd|rd|th)?\W*(?:one)?\W*",
+        answer.lower(),
     )
-    if number is None:
+    if number is None or (number["word"] == "one" and number["the"] and not number["kind"]):
         return None
-    word = number.group(1)
+    word = number["word"]
     return int(word) if word.isdigit() else ORDINALS.get(word)
 
 
