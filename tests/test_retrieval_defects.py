@@ -192,3 +192,22 @@ def test_a_rebuild_while_the_embedding_server_is_down_drops_nothing(publish, set
         call_command("agent_reindex", "--rebuild", stdout=StringIO())
     assert set(Passage.objects.values_list("pk", flat=True)) == passages
     assert EmbeddingIndex.objects.filter(model_id=f"openai:{model}").exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["text", "hybrid", "vector"])
+def test_a_search_within_no_documents_runs_no_search(publish, mode):
+    """A filter that leaves no document (NLWeb's ``query.site`` naming another site, a ``query.itemType`` the site
+    has none of) still embedded the query and scanned the vector index to its limit for rows none of which could
+    pass: a cheap request any client could send, at the cost of the dearest search."""
+    from django.test.utils import CaptureQueriesContext
+
+    from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
+
+    publish(Article, title="Kettles", slug="kettles", body="Descale a kettle with citric acid.")
+    retriever = HybridRetriever()
+    with CaptureQueriesContext(connection) as queries:
+        assert retriever.search("kettle", filters=Filters(documents=[]), mode=mode) == []
+        assert retriever.search_documents("kettle", filters=Filters(documents=[]), mode=mode) == []
+    assert [query["sql"] for query in queries] == []
+    assert retriever.search_documents("kettle", mode=mode)  # the same search without the filter finds it

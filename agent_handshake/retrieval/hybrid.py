@@ -340,6 +340,8 @@ class HybridRetriever:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         filters = filters or Filters()
+        if filters.documents is not None and not filters.documents:
+            return []  # no document can pass: no embedding, no scan of an index for rows none of which would
         depth = max(self.candidates, limit)
         nearest: list[tuple[int, float]] = []
         text_ids: list[int] = []
