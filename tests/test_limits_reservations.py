@@ -68,3 +68,23 @@ def test_the_daily_budget_lasts_the_day_on_a_cache_whose_incr_resets_the_expiry(
         cursor.execute(f"SELECT expires FROM {database_cache} WHERE cache_key LIKE %s", [f"%tokens:{network}:%"])
         (expires,) = cursor.fetchone()
     assert expires - timezone.now() > datetime.timedelta(hours=23)
+
+
+def test_a_released_reservation_leaves_its_slot_counting_the_others_on_such_a_cache(database_cache):
+    """Giving a reservation back is a decrement, on these caches also a get and a set: the slot's counter, which
+    holds the other answers' reservations too, was given the cache's default timeout (five minutes, not its three
+    slots)."""
+    from django.db import connection
+
+    network = "203.0.113.42"
+    session = ConverseSession.objects.create(
+        capability="content_search", client_ip=network, last_active_at=timezone.now()
+    )
+    held = reserve_tokens(session, 0, network, 1000, 50)
+    reserve_tokens(session, 0, network, 1000, 30).release()
+    assert daily_tokens_used(network) == 50
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT expires FROM {database_cache} WHERE cache_key LIKE %s", [f"%tokens-held:{network}:%"])
+        (expires,) = cursor.fetchone()
+    assert expires - timezone.now() > datetime.timedelta(seconds=2 * RESERVATION_SLOT_SECONDS)
+    held.release()

@@ -233,6 +233,8 @@ DAILY_TTL = 86400 + 3600
 #: slot is its own or a neighbour: a reservation never released stops counting after one to two slots. An answer
 #: still being written after that no longer holds its tokens (what it spends is counted when it is done).
 RESERVATION_SLOT_SECONDS = 300
+#: How long a slot's counter is kept: while a reader in its own slot or a neighbour may count it.
+HELD_TTL = 3 * RESERVATION_SLOT_SECONDS
 
 
 def _held_keys(ip: str, now: float) -> list[str]:
@@ -265,18 +267,24 @@ def _add(key: str, tokens: int, ttl: int) -> int:
     except ValueError:  # expired between add and incr
         cache.set(key, tokens, ttl)
         return tokens
-    if type(cache).incr is BaseCache.incr:
-        # The generic incr (the database and file caches) is a get and a set, and the set gives the counter the
-        # cache's default timeout: the day's counter would expire minutes after its last answer. (Nor is it atomic:
-        # check W008 says so.)
-        cache.touch(key, ttl)
+    _keep(cache, key, ttl)
     return value
+
+
+def _keep(cache: BaseCache, key: str, ttl: int) -> None:
+    """Give ``key`` its own lifetime again after an increment or decrement: the generic incr (the database and file
+    caches) is a get and a set, and the set gives the counter the cache's default timeout, so the day's counter
+    would expire minutes after its last answer. (Nor is it atomic: check W008 says so.)"""
+    if type(cache).incr is BaseCache.incr:
+        cache.touch(key, ttl)
 
 
 def _take_back(key: str, tokens: int) -> None:
     """Subtract a reservation's ``tokens`` from its slot's counter, unless the counter has expired (with them)."""
+    cache = caches[app_settings.CACHE_ALIAS]
     with contextlib.suppress(ValueError):
-        caches[app_settings.CACHE_ALIAS].decr(key, tokens)
+        cache.decr(key, tokens)
+        _keep(cache, key, HELD_TTL)
 
 
 @dataclass
@@ -336,7 +344,7 @@ def reserve_tokens(
         key, *neighbours = _held_keys(network, now)
         # The slot's own counter first, then the others: of two reservations made at once, in two slots, at least
         # one sees the other (in one slot, the incr orders them).
-        held = _add(key, tokens, 3 * RESERVATION_SLOT_SECONDS)
+        held = _add(key, tokens, HELD_TTL)
         others = caches[app_settings.CACHE_ALIAS].get_many([_daily_key(network, now), *neighbours])
         if held - tokens + sum(int(value) for value in others.values()) >= daily_budget:
             _take_back(key, tokens)
