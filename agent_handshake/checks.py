@@ -28,7 +28,6 @@
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -41,7 +40,7 @@ from django.utils.module_loading import import_string
 
 from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, INDEX_ON_SAVE_MODES, SETTING_NAME, app_settings
 from .content_types import TYPE_PATTERN, get_spec
-from .registry import ACTION_TYPES, MODES, ContentConfig, capability_registry, content_registry
+from .registry import ACTION_TYPES, MODES, ContentConfig, capability_registry, content_registry, is_order
 
 MIDDLEWARE_PATH = "agent_handshake.middleware.AgentDiscoveryMiddleware"
 GZIP_PATH = "django.middleware.gzip.GZipMiddleware"
@@ -452,7 +451,7 @@ def _config_errors(config: ContentConfig) -> list[Error]:
                 id="agent_handshake.E004",
             )
         )
-    if isinstance(config.order, bool) or not isinstance(config.order, numbers.Real):
+    if not is_order(config.order):
         # The registry sorts it as the default (100) instead: the section is not where the site meant it to be.
         errors.append(
             Error(
@@ -506,8 +505,8 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Error]:
 
 
 def _app_capabilities() -> dict[str, str]:
-    """The names of the capabilities the app registers itself (:mod:`.concierge.capabilities`, which names them
-    the same way), each with what it is."""
+    """The names of the capabilities the app registers itself (:mod:`.concierge.capabilities`), each with what it
+    is."""
     from .concierge.capabilities import PLAIN_TYPES
 
     names = {"contact": "the built-in one (the site profile's contact details)"}
@@ -516,8 +515,9 @@ def _app_capabilities() -> dict[str, str]:
         names["content_search"] = "the built-in one (a search of all registered content)"
     for config in content_registry.configs():
         if config.content_type not in PLAIN_TYPES:
-            name = config.capability_name or f"get_{config.model._meta.model_name}"
-            names.setdefault(name, f"the one generated for {config.label} ({config.content_type})")
+            names.setdefault(
+                config.get_capability_name(), f"the one generated for {config.label} ({config.content_type})"
+            )
     return names
 
 

@@ -84,6 +84,10 @@ class ContentConfig:
     def get_section(self) -> str:
         return self.section or capfirst(str(self.model._meta.verbose_name_plural))
 
+    def get_capability_name(self) -> str:
+        """The name of the model's own MODE2 capability (when its content type is richer than text)."""
+        return self.capability_name or f"get_{self.model._meta.model_name}"
+
     def get_queryset(self) -> QuerySet:
         """The objects agents may see (e.g. only published ones)."""
         return self.model._default_manager.all()
@@ -123,11 +127,15 @@ class ContentConfig:
         return spec.build(values)
 
 
+def is_order(value: object) -> bool:
+    """Whether ``value`` can be a ``ContentConfig.order``: a number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _sort_order(config: ContentConfig) -> numbers.Real:
     """``config.order``, or the default when it is not a number: like the config's other options, a bad one is
     named by ``manage.py check`` (E015), and sorting by it would fail at start-up and on every llms.txt request."""
-    order = config.order
-    return order if isinstance(order, numbers.Real) and not isinstance(order, bool) else ContentConfig.order
+    return config.order if is_order(config.order) else ContentConfig.order
 
 
 class ContentRegistry:

@@ -120,7 +120,7 @@ def register_builtin_capabilities() -> None:
         meta = config.model._meta
         _register(
             Capability(
-                name=config.capability_name or f"get_{meta.model_name}",
+                name=config.get_capability_name(),
                 description=config.capability_description or f"Retrieve a {meta.verbose_name} by title, topic or ID.",
                 mode="MODE2",
                 response_types=[config.content_type, "text/answer"],
