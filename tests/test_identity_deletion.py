@@ -11,18 +11,11 @@ from django.test import Client
 
 from agent_handshake.models import AgentClient, AgentSession, ApiKey, ConverseSession, VerifiedAgent
 from tests import test_asp
+from tests.test_adm2_verified_agent_delete import CHANGELIST, handshaken
 from tests.test_indexing_concurrency import wait_for, worker
 from tests.test_verified_agents import Agent, b64url, converse, post, signed_bytes, unb64url
 
 pytestmark = pytest.mark.django_db
-
-CHANGELIST = "/admin/agent_handshake/verifiedagent/"
-
-
-def handshaken(client) -> tuple[Agent, VerifiedAgent]:
-    agent = Agent(client)
-    agent.handshake()
-    return agent, VerifiedAgent.objects.select_related("key__client").get(did=agent.did)
 
 
 def delete_one(verified: VerifiedAgent, how: str) -> None:

@@ -16,6 +16,7 @@ from agent_handshake.insights.gaps import refresh_nearest
 from agent_handshake.models import ContentGap, Document, LexemeStat, Passage
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
 from agent_handshake.retrieval.hybrid import HybridRetriever
+from tests.hnsw import random_passages
 from tests.testapp.models import Article
 
 
@@ -56,22 +57,7 @@ def test_a_gaps_nearest_page_is_its_nearest_passage_on_a_site_large_enough_for_t
     kettle = publish(Article, title="Kettle", slug="kettle-hnsw", body="Our kettle whistles.")
     teapot = publish(Article, title="Teapot", slug="teapot-hnsw", body="Our teapot pours.")
     documents = [Document.objects.get(url=article.get_absolute_url()) for article in (kettle, teapot)]
-    vectors = np.random.default_rng(11).standard_normal((3020, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    Passage.objects.all().delete()
-    Passage.objects.bulk_create(
-        Passage(
-            document=documents[n // 10 % 2],
-            position=n,
-            text=f"Passage {n}.",
-            title="Kettle",
-            # A tenth are a registered model's; the rest a model no longer registered (left out by the filter).
-            model_label="testapp.article" if n % 10 == 0 else "gone.model",
-            ahp_content_type="article",
-            embedding=vectors[n],
-        )
-        for n in range(3000)
-    )
+    vectors = random_passages(documents)
     now = timezone.now()
     gaps = [
         ContentGap.objects.create(
@@ -84,12 +70,6 @@ def test_a_gaps_nearest_page_is_its_nearest_passage_on_a_site_large_enough_for_t
         )
         for n in range(20)
     ]
-    with connection.cursor() as cursor:
-        # The graph of a site's index, not one worn by the whole suite's inserts and deletes (whose dead entries use
-        # up an iterative scan's candidates): built again from these rows, in the test's transaction.
-        cursor.execute(f"REINDEX TABLE {Passage._meta.db_table}")
-        cursor.execute(f"ANALYZE {Passage._meta.db_table}")
-        cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
     refresh_nearest(gaps)
     served = vectors[:3000:10]
     right = 0

@@ -23,6 +23,7 @@ from agent_handshake.registry import Capability, capability_registry
 from agent_handshake.retrieval import embeddings
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
 from agent_handshake.retrieval.index import passages_mean
+from tests.hnsw import random_passages
 
 pytestmark = pytest.mark.django_db
 
@@ -664,26 +665,8 @@ def test_the_contents_fit_is_its_nearest_passage_on_a_site_large_enough_for_the_
 
     article = publish(Article, title="Kettle", slug="kettle-hnsw", body="Our kettle whistles.")
     document = Document.objects.get(content_type__model="article", object_id=str(article.pk))
-    vectors = np.random.default_rng(11).standard_normal((3020, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    Passage.objects.all().delete()
-    Passage.objects.bulk_create(
-        Passage(
-            document=document,
-            position=n,
-            text=f"Passage {n}.",
-            title="Kettle",
-            # A tenth are the capability's model; the rest a model no longer registered (left out by the filter).
-            model_label="testapp.article" if n % 10 == 0 else "gone.model",
-            ahp_content_type="article",
-            embedding=vectors[n],
-        )
-        for n in range(3000)
-    )
+    vectors = random_passages([document])
     articles = vectors[:3000:10]
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {Passage._meta.db_table}")
-        cursor.execute("SET enable_seqscan = off")  # the plan of a large site: the HNSW index (rolled back after)
     capability = Capability(name="ask_articles", description="Questions about the articles.", mode="MODE2",
                             models=("testapp.article",))  # fmt: skip
     fits = [routing.content_fit(query, capability) for query in vectors[3000:]]
