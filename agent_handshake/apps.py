@@ -14,15 +14,12 @@ class AgentHandshakeConfig(AppConfig):
         from .concierge.jobs import register_callback_renderer
         from .conf import app_settings
         from .intentweb.views import callback_body as intent_callback
-        from .registry import capability_registry
         from .schema_templates.receivers import connect as connect_schema_templates
         from .schema_templates.views import callback_body as schema_templates_callback
         from .signal_handlers import connect
 
         autodiscover_modules(app_settings.AUTODISCOVER_MODULE)
-        taken = {capability.name for capability in capability_registry}
-        register_builtin_capabilities()  # each unless a site's capability took its name
-        capability_registry.builtin = [capability for capability in capability_registry if capability.name not in taken]
+        register_builtin_capabilities()  # each unless a site's capability took its name (it records its own)
         register_callback_renderer("ahp", status_body)  # async jobs' callbacks are AHP's (§9.1)
         register_callback_renderer("intentweb", intent_callback)  # ... or IntentWeb's envelope
         register_callback_renderer("schema_templates", schema_templates_callback)  # ... or the job and its output

@@ -248,6 +248,11 @@ def _check_setting_values() -> list[Error]:
         if rate and not RATE.match(rate):
             hint = '"N/second", "N/minute", "N/hour" or "N/day"; "" for no limit.'
             errors.append(_setting_error(name, f"is {rate!r}.", hint=hint))
+    ceiling = app_settings.DID_NETWORK_RATE_LIMIT
+    tiers = {"authenticated", "unauthenticated", *app_settings.RATE_LIMITS}
+    if ceiling is not None and not (isinstance(ceiling, str) and (RATE.match(ceiling) or ceiling in tiers)):
+        hint = 'A RATE_LIMITS tier ("authenticated"), a rate such as "300/minute", or None for no ceiling.'
+        errors.append(_setting_error("DID_NETWORK_RATE_LIMIT", f"is {ceiling!r}.", hint=hint))
     if app_settings.TRUSTED_PROXY_COUNT < 0:
         errors.append(
             _setting_error(
@@ -316,6 +321,7 @@ def _check_setting_values() -> list[Error]:
             errors.append(_setting_error(name, f"is {value!r}.", hint="Seconds, >= 1."))
     for name in (
         "ROUTING_MIN_SCORE",
+        "ROUTING_CHOICE_MIN_SCORE",
         "ROUTING_MARGIN",
         "ROUTING_CONTENT_MARGIN",
         "ROUTING_CUE_WEIGHT",
@@ -338,6 +344,7 @@ def _check_setting_values() -> list[Error]:
         ("INSIGHTS_BUFFER_MAX", 1),
         ("INSIGHTS_GAP_BATCH", 1),
         ("ROUTING_NEAREST", 1),
+        ("ROUTING_TOPIC_WORDS", 0),
     ):
         value = getattr(app_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:

@@ -30,7 +30,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.text import capfirst
 
 from .content_types import get_spec
-from .signals import model_registered
+from .signals import model_registered, model_unregistered, registry_changed
 
 if TYPE_CHECKING:
     from django.db.models import Model, QuerySet
@@ -168,17 +168,21 @@ class ContentRegistry:
         else:
             self._configs[model] = config_class(model)
             if apps.models_ready:
-                # Its receivers are connected as it is registered, whenever that is (an agents module, an app's
-                # ready() that runs after ours, a test), by signal_handlers' receiver of this signal (the registry is
-                # below the layers that index); AppConfig.ready() connects those registered before that.
+                # Whenever it is registered (an agents module, an app's ready() that runs after ours, a test), the
+                # receivers of this signal connect its save and delete receivers and register its generated
+                # capability, as AppConfig.ready() does for those registered before that: the registry is below the
+                # layers that index and answer, so it tells them rather than calling them.
                 model_registered.send(sender=model, config=self._configs[model])
+            registry_changed.send(sender=self)
         return config_class
 
     def unregister(self, model: type[Model]) -> None:
         if model not in self._configs:
             raise NotRegistered(f"The model {model.__name__} is not registered.")
-        del self._configs[model]
+        config = self._configs.pop(model)
         self.duplicates = [(m, c) for m, c in self.duplicates if m is not model]
+        model_unregistered.send(sender=model, config=config)
+        registry_changed.send(sender=self)
 
     def is_registered(self, model: type[Model]) -> bool:
         return model in self._configs
@@ -345,12 +349,22 @@ class CapabilityRegistry:
             self.duplicates.append(capability)
         else:
             self._capabilities[capability.name] = capability
+            registry_changed.send(sender=self)
+        return capability
+
+    def replace(self, capability: Capability) -> Capability:
+        """Put ``capability`` in the place of the registered one of its name, where the documents list it."""
+        if capability.name not in self._capabilities:
+            raise NotRegistered(f"No capability is named {capability.name!r}.")
+        self._capabilities[capability.name] = capability
+        registry_changed.send(sender=self)
         return capability
 
     def unregister(self, name: str) -> None:
         if name not in self._capabilities:
             raise NotRegistered(f"No capability is named {name!r}.")
         del self._capabilities[name]
+        registry_changed.send(sender=self)
 
     def get(self, name: str) -> Capability | None:
         return self._capabilities.get(name)

@@ -1,8 +1,10 @@
-"""Receivers that keep agent documents and the cached manifest in step with the database.
+"""Receivers that keep agent documents and the cached manifest in step with the database and the registries.
 
 Connected for registered models only, by ``register()`` once the models are loaded (in an ``agents`` module, an app's
 ``ready()``, a test) and by ``AppConfig.ready()`` for those registered before. Work is deferred to
-``transaction.on_commit`` so a rolled-back save changes nothing and the handler sees committed rows.
+``transaction.on_commit`` so a rolled-back save changes nothing and the handler sees committed rows. A model
+registered or unregistered after start-up also brings the built-in capabilities in step (its ``get_<model>``,
+``site_info``'s pages); the snapshot follows every registry change by itself (``state``).
 """
 
 from __future__ import annotations
@@ -173,11 +175,17 @@ def model_registered(sender: type[Model], **kwargs: Any) -> None:
 
 
 def connect() -> None:
+    """Connect the app's receivers; called by ``AppConfig.ready()`` once the built-in capabilities are registered
+    (a receiver that brought them in step while the ``agents`` modules registered their models would have taken the
+    names of the sites' own capabilities registered after them)."""
+    from .concierge.capabilities import content_registry_changed
     from .models import ContentSignalOverride, IdempotencyRecord, SeenSignature, SiteProfile
 
     for model in content_registry.models():
         connect_model(model)
     signals.model_registered.connect(model_registered, dispatch_uid="agent_handshake:registered")
+    for signal in (signals.model_registered, signals.model_unregistered):
+        signal.connect(content_registry_changed, dispatch_uid="agent_handshake:capabilities")
     for model in (SiteProfile, ContentSignalOverride):
         post_save.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
         post_delete.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")

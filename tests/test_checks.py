@@ -94,6 +94,11 @@ def test_w001_unknown_key():
         {"MARKDOWN_SUFFIX": "/md"},
         {"RETRIEVAL_CANDIDATES": 1001},  # pgvector's hnsw.ef_search is at most 1000: every search would fail
         {"HNSW_EF_SEARCH": 5000},
+        {"ROUTING_CHOICE_MIN_SCORE": 1.5},
+        {"ROUTING_TOPIC_WORDS": -1},
+        {"DID_NETWORK_RATE_LIMIT": "vip"},
+        {"DID_NETWORK_RATE_LIMIT": "300 per minute"},
+        {"DID_NETWORK_RATE_LIMIT": 300},
     ],
 )
 def test_e002_bad_setting_types_and_values(setting):

@@ -15,7 +15,7 @@ from django.utils import timezone
 from agent_handshake.insights.gaps import refresh_nearest
 from agent_handshake.models import ContentGap, Document, LexemeStat, Passage
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, get_embedding_backend
-from agent_handshake.retrieval.hybrid import HybridRetriever
+from agent_handshake.retrieval.hybrid import Filters, HybridRetriever
 from tests.hnsw import random_passages
 from tests.testapp.models import Article
 
@@ -191,3 +191,61 @@ def test_a_search_within_no_documents_runs_no_search(publish, mode):
         assert retriever.search_documents("kettle", filters=Filters(documents=[]), mode=mode) == []
     assert [query["sql"] for query in queries] == []
     assert retriever.search_documents("kettle", mode=mode)  # the same search without the filter finds it
+
+
+@pytest.mark.django_db
+def test_a_long_page_does_not_crowd_the_other_pages_out_of_the_sources(publish):
+    """The documents were grouped from the best ``limit * 4`` fused passages only, so a page whose many passages all
+    match took every slot and an answer cited one source where five pages match; the rest of the candidate pool
+    (already ranked, no further scan) now fills the list, and the page keeps the passages it had."""
+    sections = "\n\n".join(
+        f"## Quagga herd {n}\n\nThe quagga herd number {n} grazed the karoo plains near the river." for n in range(30)
+    )
+    guide = publish(Article, title="The quagga guide", slug="quagga-guide", body=sections)
+    others = [
+        publish(Article, title=f"Zebra note {n}", slug=f"zebra-{n}", body=f"A striped zebra and a quagga, note {n}.")
+        for n in range(4)
+    ]
+    guide_doc = Document.objects.get(url=guide.get_absolute_url())
+    assert guide_doc.passages.count() > 20, "the guide must have more passages than the first 20 fused hits"
+
+    retriever = HybridRetriever()
+    documents = retriever.search_documents("quagga herd grazing", limit=5)
+    urls = [document.url for document in documents]
+    assert len(documents) == 5, urls
+    assert urls[0] == guide.get_absolute_url()
+    assert set(urls[1:]) == {other.get_absolute_url() for other in others}
+    head = [hit.passage.pk for hit in retriever.search("quagga herd grazing", limit=20)]
+    assert [hit.passage.pk for hit in documents[0].passages] == [pk for pk in head if pk in set(
+        guide_doc.passages.values_list("pk", flat=True))]  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_filtered_vector_read_finds_every_passage_of_a_model_the_index_scan_runs_past(publish):
+    """``site_info``'s pages are a handful of a large site's passages: its vector read, filtered to them, walked the
+    HNSW graph until pgvector's ``hnsw.max_scan_tuples`` (20,000 by default) and gave up with none found, so its
+    pages reached the answer through the full-text side only, without a similarity, and ``site_info`` widened to
+    the whole site and answered from other pages (what the suite's worn index did to tests/test_registry_late.py
+    once). A filtered read the index returns short of its limit from is now read exactly. Here 5 passages of 3,000,
+    with the scan's budget a tenth of the site's, as 20,000 is of a site of 200,000."""
+    kettle = publish(Article, title="Kettle", slug="kettle-rare", body="Our kettle whistles.")
+    documents = [Document.objects.get(url=kettle.get_absolute_url())]
+    vectors = random_passages(documents)
+    rare = list(Passage.objects.filter(model_label="testapp.article").order_by("position")[:5])
+    Passage.objects.filter(model_label="testapp.article").exclude(pk__in=[p.pk for p in rare]).update(
+        model_label="testapp.report"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.max_scan_tuples = 300")
+    retriever = HybridRetriever()
+    filters = Filters(models=["testapp.article"])
+    short = 0
+    for centre in vectors[3000:3005]:
+        short += len(retriever.vector_candidates(centre, filters, 40, read="graph")) < len(rare)
+        found = retriever.vector_candidates(centre, filters, 40)
+        expected = sorted(
+            ((p.pk, float(vectors[p.position] @ centre)) for p in rare), key=lambda pair: (-pair[1], pair[0])
+        )
+        assert [pid for pid, _ in found] == [pid for pid, _ in expected]
+        assert [score for _, score in found] == pytest.approx([score for _, score in expected], abs=1e-4)
+    assert short, "the graph alone found every rare passage: this site does not show the scan giving up"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -149,8 +149,15 @@ class HybridRetriever:
 
     # Candidate lists
 
-    def vector_candidates(self, query_vector: np.ndarray, filters: Filters, limit: int) -> list[tuple[int, float]]:
-        """The nearest passages as (passage id, cosine similarity to the query), nearest first."""
+    def vector_candidates(
+        self, query_vector: np.ndarray, filters: Filters, limit: int, *, read: str = "auto"
+    ) -> list[tuple[int, float]]:
+        """The nearest passages as (passage id, cosine similarity to the query), nearest first.
+
+        ``read``: ``"auto"`` walks the HNSW graph, and reads exactly when a filtered walk comes back short of
+        ``limit``; ``"graph"`` and ``"exact"`` do one or the other alone (bench/bench_converse.py times each)."""
+        if read not in ("auto", "graph", "exact"):
+            raise ValueError('read must be "auto", "graph" or "exact"')
         index = current_index(self.backend, create=False)
         if index is None:
             return []
@@ -159,23 +166,37 @@ class HybridRetriever:
         table = Passage._meta.db_table
         literal = "[" + ",".join(f"{x:.7g}" for x in query_vector.tolist()) + "]"
         distance = f"embedding::vector({dims}) <=> %s::vector({dims})"
+        rows: list[tuple[int, float]] = []
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(limit, app_settings.HNSW_EF_SEARCH)])
-            if where:
-                # pgvector 0.8: keep scanning the graph until enough rows pass the filters (the request's, or the
-                # clause that leaves out the passages of models no longer registered).
-                cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute(
-                # The literal dimension lets the planner match the partial HNSW index (see index.py). A relaxed
-                # scan returns the rows of its later passes over the graph after those of the first, nearer or
-                # not: they are sorted again, as pgvector's README does (a materialized CTE keeps the index plan;
-                # "+ 0" keeps PostgreSQL 17+ from trusting the CTE's order and skipping the sort).
-                f"WITH nearest AS MATERIALIZED (SELECT id, {distance} AS distance FROM {table} "
-                f"WHERE vector_dims(embedding) = {dims}{where} ORDER BY {distance} LIMIT %s) "
-                "SELECT id, distance FROM nearest ORDER BY distance + 0, id",
-                [literal, *params, literal, limit],
-            )
-            return [(row[0], 1.0 - row[1]) for row in cursor.fetchall()]
+            if read != "exact":
+                cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(limit, app_settings.HNSW_EF_SEARCH)])
+                if where:
+                    # pgvector 0.8: keep scanning the graph until enough rows pass the filters (the request's, or
+                    # the clause that leaves out the passages of models no longer registered).
+                    cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                cursor.execute(
+                    # The literal dimension lets the planner match the partial HNSW index (see index.py). A relaxed
+                    # scan returns the rows of its later passes over the graph after those of the first, nearer or
+                    # not: they are sorted again, as pgvector's README does (a materialized CTE keeps the index
+                    # plan; "+ 0" keeps PostgreSQL 17+ from trusting the CTE's order and skipping the sort).
+                    f"WITH nearest AS MATERIALIZED (SELECT id, {distance} AS distance FROM {table} "
+                    f"WHERE vector_dims(embedding) = {dims}{where} ORDER BY {distance} LIMIT %s) "
+                    "SELECT id, distance FROM nearest ORDER BY distance + 0, id",
+                    [literal, *params, literal, limit],
+                )
+                rows = cursor.fetchall()
+            if read == "exact" or (read == "auto" and where and len(rows) < limit):
+                # Short of the limit: either the filters leave fewer rows than that (read them all, cheaply), or
+                # the iterative scan gave up at hnsw.max_scan_tuples before it found them: a few pages of a large
+                # site (site_info's), or dead entries that vacuum has not cleared yet. Read exactly: the rows that
+                # pass the filters (through their indexes), each compared ("+ 0": not in the HNSW index's order).
+                cursor.execute(
+                    f"SELECT id, {distance} FROM {table} WHERE vector_dims(embedding) = {dims}{where} "
+                    f"ORDER BY ({distance}) + 0, id LIMIT %s",
+                    [literal, *params, literal, limit],
+                )
+                rows = cursor.fetchall()
+        return [(row[0], 1.0 - row[1]) for row in rows]
 
     def query_terms(self, query: str) -> list[QueryTerm]:
         """The query's lexemes with their document frequencies and IDF weights (BM25's), rarest first; very
@@ -337,11 +358,25 @@ class HybridRetriever:
         query_vector: np.ndarray | None = None,
     ) -> list[PassageHit]:
         """The best ``limit`` passages for ``query``."""
+        fused, similarities = self.ranked(query, limit=limit, filters=filters, mode=mode, query_vector=query_vector)
+        return self.hits(fused[:limit], similarities)
+
+    def ranked(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        filters: Filters | None = None,
+        mode: str = "hybrid",
+        query_vector: np.ndarray | None = None,
+    ) -> tuple[list[tuple[int, float, int | None, int | None]], dict[int, float]]:
+        """The whole fused candidate pool (:meth:`fuse`; ``max(RETRIEVAL_CANDIDATES, limit)`` from each side), best
+        first, and each vector candidate's cosine similarity: ids and scores, no passage loaded."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         filters = filters or Filters()
         if filters.documents is not None and not filters.documents:
-            return []  # no document can pass: no embedding, no scan of an index for rows none of which would
+            return [], {}  # no document can pass: no embedding, no scan of an index for rows none of which would
         depth = max(self.candidates, limit)
         nearest: list[tuple[int, float]] = []
         text_ids: list[int] = []
@@ -351,8 +386,13 @@ class HybridRetriever:
             nearest = self.vector_candidates(query_vector, filters, depth)
         if mode in ("hybrid", "text"):
             text_ids = self.text_candidates(query, filters, depth)
-        similarities = dict(nearest)
-        fused = self.fuse([pid for pid, _ in nearest], text_ids)[:limit]
+        return self.fuse([pid for pid, _ in nearest], text_ids), dict(nearest)
+
+    @staticmethod
+    def hits(
+        fused: Sequence[tuple[int, float, int | None, int | None]], similarities: Mapping[int, float]
+    ) -> list[PassageHit]:
+        """``fused``'s passages loaded with their documents, in its order (one query)."""
         passages = Passage.objects.select_related("document").defer("embedding", "search_vector", "document__markdown")
         by_id = passages.in_bulk([pid for pid, *_ in fused])
         return [
@@ -364,9 +404,38 @@ class HybridRetriever:
     def search_documents(
         self, query: str, *, limit: int = 10, filters: Filters | None = None, mode: str = "hybrid", **kwargs
     ) -> list[DocumentHit]:
-        """The best ``limit`` documents, each with its matching passages (passages grouped by document)."""
-        hits = self.search(query, limit=limit * 4, filters=filters, mode=mode, **kwargs)
+        """The best ``limit`` documents, each with its matching passages (passages grouped by document, a document
+        ranked by its best passage).
+
+        The documents come from the best ``limit * 4`` fused passages, each with its passages among them. When
+        those hold fewer than ``limit`` documents (a long page whose many passages all match fills them), the rest
+        of the candidate pool, already ranked, adds the next documents with their passages in it: one query for
+        their document ids and one for their passages, no further scan. Fewer than ``limit`` come back only when
+        the pool itself holds fewer documents."""
+        head_size = limit * 4
+        fused, similarities = self.ranked(query, limit=head_size, filters=filters, mode=mode, **kwargs)
         documents: dict[int, DocumentHit] = {}
+        self._group(self.hits(fused[:head_size], similarities), documents)
+        tail = fused[head_size:]
+        if len(documents) < limit and tail:
+            owner = dict(Passage.objects.filter(pk__in=[pid for pid, *_ in tail]).values_list("pk", "document_id"))
+            added: set[int] = set()
+            wanted = []
+            for entry in tail:
+                document_id = owner.get(entry[0])
+                if document_id is None or document_id in documents:
+                    continue  # gone since it was ranked, or a document the head found keeps the passages it had
+                if document_id not in added:
+                    if len(documents) + len(added) >= limit:
+                        continue
+                    added.add(document_id)
+                wanted.append(entry)
+            self._group(self.hits(wanted, similarities), documents)
+        return list(documents.values())[:limit]
+
+    @staticmethod
+    def _group(hits: Sequence[PassageHit], documents: dict[int, DocumentHit]) -> None:
+        """Add ``hits`` (best first) to ``documents``: a document's entry at its first, its score that passage's."""
         for hit in hits:
             document = hit.passage.document
             entry = documents.get(document.pk)
@@ -380,4 +449,3 @@ class HybridRetriever:
                     score=hit.score,
                 )
             entry.passages.append(hit)
-        return list(documents.values())[:limit]
