@@ -166,6 +166,10 @@ DEFAULTS: dict[str, Any] = {
         {"name": "verified", "min_trust": 0.3, "rate_limits": "authenticated", "scopes": []},
         {"name": "probation", "min_trust": 0.0, "rate_limits": "unauthenticated", "scopes": []},
     ],
+    # What one client network's verified agents may ask together, beside each DID's own count: a DID is
+    # self-issued (a new key pair is a new DID), so without it a client could make one per handshake and multiply
+    # its requests. A RATE_LIMITS tier's name (its requests rate), a rate ("300/minute"), or None for no ceiling.
+    "DID_NETWORK_RATE_LIMIT": "authenticated",
     # The site's own Ed25519 key pair (IntentWeb attribution; its public key is published in the manifests).
     # SITE_PRIVATE_KEY: the private key as PEM (PKCS#8) or the base64url of its 32-byte seed, from a secret store
     # or an environment variable; it wins over the file. SITE_KEY_FILE: a PEM file, created (mode 0600) on first
@@ -186,6 +190,10 @@ DEFAULTS: dict[str, Any] = {
     # are both offered in a clarification.
     "ROUTING_MIN_SCORE": 0.2,
     "ROUTING_MARGIN": 0.01,
+    # ... and an answer to "which one?" in words that name no option chooses one only when it fits it at least
+    # CHOICE_MIN_SCORE: short words unrelated to every option score up to about 0.35 with MiniLM ("hello", "yes"),
+    # words meaning an option (its intent, "is it in stock", "how much would it cost") 0.35 and more.
+    "ROUTING_CHOICE_MIN_SCORE": 0.35,
     # ... and when a request names no capability (AHP without "capability"), an action capability (MODE3, with an
     # action_type) competes only if it scores at least the site's content (its best passage) minus CONTENT_MARGIN;
     # otherwise the request is a question for content_search.
@@ -195,6 +203,10 @@ DEFAULTS: dict[str, Any] = {
     "ROUTING_CUE_WEIGHT": 0.03,
     # ... and a capability's fit is the mean similarity of its NEAREST closest texts (1: the best text alone).
     "ROUTING_NEAREST": 2,
+    # ... and a request of at most TOPIC_WORDS words with no digit ("tea", "green tea") names a topic: a question
+    # about the content, for which no action capability competes (0: off). Each character of a script written
+    # without spaces (Chinese, Japanese) counts as a word.
+    "ROUTING_TOPIC_WORDS": 2,
     # Schema templates' differential semantic pool (free text agents sent in a template's "other" key): fragments
     # whose embeddings are at least SIMILARITY (cosine) apart join one cluster; a cluster of MIN_FRAGMENTS from
     # MIN_SOURCES distinct senders (API keys or networks), spread over at least MIN_SPAN_SECONDS, becomes a proposed

@@ -231,6 +231,22 @@ def test_trust_moves_with_requests_and_an_operator_can_pin_or_block(client, demo
     assert (response.status_code, response.json()["code"]) == (403, "blocked")
 
 
+def test_the_sites_own_failure_does_not_lower_an_agents_trust(client, demo_content):
+    """A 5xx is the site's failure, not the agent's: a 503 while the stored vectors are another model's (search is
+    down until the index is rebuilt) cost the agent 0.02 of trust, as a malformed request of its own does."""
+    from agent_handshake.models import EmbeddingIndex
+
+    agent = Agent(client)
+    agent.handshake()
+    verified = VerifiedAgent.objects.get(did=agent.did)
+    EmbeddingIndex.objects.update(model_id="another-model")
+    down = converse(client, agent, query="How hot should the water be for gyokuro?")
+    assert (down.status_code, down.json()["code"]) == (503, "unavailable"), down.content[:300]
+    verified.refresh_from_db()
+    assert verified.trust == pytest.approx(0.5)
+    assert not TrustEvent.objects.filter(agent=verified).exists()
+
+
 def test_old_request_events_are_deleted_and_operators_changes_kept(client, demo_content, settings):
     """Every verified request adds a trust event: the cleanup deletes those older than DID_TRUST_HISTORY_DAYS; the
     trust they summed stays on the agent, and an operator's change stays in the history however old."""

@@ -1,13 +1,15 @@
 """Rate limits of the AHP endpoints (§11) on django-ratelimit's shared-cache counters.
 
-A request with an API key is counted per key, and by nothing a sender declares about itself; an anonymous one
-per client network (the address :func:`client_address` finds: an IPv4 address, or an IPv6 /64, which one
-subscriber usually holds whole) and per ``requesting_agent`` name *from that network*, so a name never spends
-another sender's quota. The most constrained counter fills the four ``X-RateLimit-*`` headers. Token budgets
-(§11.4) are counted per session (on the session row, the budget of the session's tier) and per client network
-per day (a cache counter). An answer reserves what it may spend on both before it starts (:func:`reserve_tokens`),
-so requests sent at once cannot all find the same last tokens left; on the daily budget a reservation counts for a
-bounded time, so one its process never released (killed mid-answer) does not hold the budget until the next day.
+A request with an API key is counted per key, and by nothing a sender declares about itself; an anonymous one per
+client network (the address :func:`client_address` finds: an IPv4 address, or an IPv6 /64, which one subscriber
+usually holds whole) and per ``requesting_agent`` name *from that network*, so a name never spends another sender's
+quota. The most constrained counter fills the four ``X-RateLimit-*`` headers; on a 429, the one that binds: of the
+counters that will refuse the request again (:meth:`Counter.waits`), the last to reset, whose wait is
+``Retry-After``. Token budgets (§11.4) are counted per session (on the session row, the budget of the session's
+tier) and per client network per day (a cache counter). An answer reserves what it may spend on both before it
+starts (:func:`reserve_tokens`), so requests sent at once cannot all find the same last tokens left; on the daily
+budget a reservation counts for a bounded time, so one its process never released (killed mid-answer) does not hold
+the budget until the next day; a budget only its reservations fill is not spent, and is waited for until they end.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import datetime
 import ipaddress
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
@@ -34,7 +36,7 @@ GROUP = "agent_handshake:converse"
 
 @dataclass(frozen=True)
 class Usage:
-    scope: str  # "ip", "agent", "key", "capability:<name>"
+    scope: str  # "ip", "agent", "key", "capability:<name>", "daily_tokens", "did_network"
     limit: int
     remaining: int
     reset: int  # Unix time the window ends
@@ -44,7 +46,10 @@ class Usage:
     @property
     def public_scope(self) -> str:
         """The ``scope`` of a 429 body: the response schema knows "ip", "agent", "session" and
-        "session_tokens"; an API key identifies an agent, so per-key and per-capability limits say "agent"."""
+        "session_tokens"; an API key identifies an agent, so per-key and per-capability limits say "agent", and
+        the daily token budget is the client network's ("ip")."""
+        if self.scope in (DAILY_TOKENS, DID_NETWORK):
+            return "ip"
         return self.scope if self.scope in ("ip", "agent", "session", "session_tokens") else "agent"
 
     @property
@@ -120,25 +125,44 @@ def _period_seconds(rate: str) -> int:
 
 
 def count_request(request: HttpRequest, scope: str, value: str, rate: str) -> Usage:
-    """Count this request against ``value``'s counter in ``scope`` and report the window."""
-    usage = get_usage(request, group=f"{GROUP}:{scope}", key=lambda group, request: value, rate=rate, increment=True)
-    window = _period_seconds(rate)
+    """Count this request against ``value``'s counter in ``scope`` and report the window.
+
+    The counter is one per window length, whatever the rate's number, which is applied here: django-ratelimit keys
+    a counter by its whole rate, so a verified agent whose trust moved it to another tier mid-window (another
+    ``RATE_LIMITS`` entry) started a new count beside the old one, and had both tiers' requests in the window.
+    """
+    limit, window = int(rate.split("/", 1)[0]), _period_seconds(rate)
+    group = f"{GROUP}:{scope}"
+    usage = get_usage(request, group=group, key=lambda group, request: value, rate=(0, window), increment=True)
     if usage is None:  # RATELIMIT_ENABLE = False
-        limit = int(rate.split("/", 1)[0])
         return Usage(scope, limit, limit, int(time.time()) + window, window, False)
+    count = usage["count"]
+    failed = count == 0  # the cache did not answer (an increment counts 1 at least): refused, as django-ratelimit does
     return Usage(
         scope=scope,
-        limit=usage["limit"],
-        remaining=max(0, usage["limit"] - usage["count"]),
-        reset=int(time.time()) + int(usage["time_left"]),
+        limit=limit,
+        remaining=0 if failed else max(0, limit - count),
+        reset=int(time.time()) + max(0, int(usage["time_left"])),
         window=window,
-        exceeded=usage["should_limit"],
+        exceeded=failed or count > limit,
     )
 
 
 def tier_rate(tier: str) -> str:
     default = "120/minute" if tier == "authenticated" else "30/minute"
     return app_settings.RATE_LIMITS.get(tier, {}).get("requests") or default
+
+
+def count_did_network(request: HttpRequest) -> Usage | None:
+    """The count of the requests this client network's verified agents make together (``DID_NETWORK_RATE_LIMIT``),
+    or None when there is no such ceiling. Each DID is counted on its own too; this one counts what self-issued
+    identities cannot multiply."""
+    rate = app_settings.DID_NETWORK_RATE_LIMIT
+    if not rate:
+        return None
+    if "/" not in rate:
+        rate = tier_rate(rate)
+    return count_request(request, DID_NETWORK, client_ip(request), rate)
 
 
 def count_ip(request: HttpRequest) -> Usage:
@@ -158,20 +182,58 @@ class Counter:
         self.ip: Usage | None = None
 
     def count_ip(self) -> Usage:
-        """This request's per-IP count (counted once)."""
+        """This request's per-IP count (counted once), as :meth:`refusal` reports it."""
         if self.ip is None:
             self.ip = count_ip(self.request)
             self.usages.append(self.ip)
-        return self.ip
+        return self.refusal(self.ip)
 
     def add(self, usage: Usage) -> Usage:
+        """Add a count of this request; ``usage`` as :meth:`refusal` reports it."""
         self.usages.append(usage)
-        return usage
+        return self.refusal(usage)
+
+    def waits(self) -> list[Usage]:
+        """The counters that will refuse this request again until they reset: each with nothing left in its window
+        (the one that refused it, and any this request used up), and the client network's daily token budget
+        while it is spent. A request count is taken before the request says what it is for, so a request it
+        refuses may be a question the budget would refuse next; a capability's own limit refuses a MODE3 call,
+        which spends no tokens, and then the budget is not waited for."""
+        waits = [usage for usage in self.usages if usage.remaining == 0]
+        if not any(usage.exceeded and usage.scope.startswith("capability:") for usage in self.usages):
+            daily = daily_usage(client_ip(self.request))
+            if daily is not None and daily.exceeded:
+                waits.append(daily)
+        return waits
+
+    def refusal(self, usage: Usage) -> Usage:
+        """``usage``; when it refuses the request, with the reset of the last of :meth:`waits`, so that the 429 a
+        front door raises from it names the counter that refused and the earliest moment a retry can succeed.
+        Told the wait of the first counter to refuse, an agent would be refused again by the next (a name's
+        minute over, its network's count for the day)."""
+        if not usage.exceeded:
+            return usage
+        return replace(usage, reset=max(wait.reset for wait in [usage, *self.waits()]))
 
     def headers(self, response: HttpResponseBase) -> HttpResponseBase:
+        """The four ``X-RateLimit-*`` headers; on a 429, those of the counter that binds (the last of
+        :meth:`waits` to reset) and ``Retry-After`` (§11.1: on every 429), the longest of that counter's wait and
+        the one the refusal gave (a budget may refuse with no counter of its own in the request)."""
         if not self.usages:  # the request never reached the credentials check
             self.count_ip()
-        return add_headers(response, most_constrained(self.usages))
+        if response.status_code != 429:
+            return add_headers(response, most_constrained(self.usages))
+        waits = self.waits()
+        binding = max(waits, key=lambda usage: usage.reset) if waits else most_constrained(self.usages)
+        add_headers(response, binding)
+        # Without a counter to wait for (a session's turns or tokens: retry_after null, the same session will not
+        # do), a new session may ask at once: the shortest wait the header can say.
+        retry_after = binding.retry_after if waits else 1
+        given = response.headers.get("Retry-After", "")
+        if given.isdigit():
+            retry_after = max(retry_after, int(given))
+        response.headers["Retry-After"] = str(retry_after)
+        return response
 
 
 def count_key(request: HttpRequest, key_id: str, tier: str = "authenticated") -> Usage:
@@ -200,13 +262,12 @@ def most_constrained(usages: list[Usage]) -> Usage:
 
 
 def add_headers(response: HttpResponseBase, usage: Usage) -> HttpResponseBase:
+    """The four ``X-RateLimit-*`` headers from ``usage``. (``Retry-After`` is :meth:`Counter.headers`'s, on a 429
+    only: a request refused for something else, a body over the cap, would not succeed for waiting.)"""
     response.headers["X-RateLimit-Limit"] = str(usage.limit)
     response.headers["X-RateLimit-Remaining"] = str(usage.remaining)
     response.headers["X-RateLimit-Reset"] = str(usage.reset)
     response.headers["X-RateLimit-Window"] = str(usage.window)
-    # Only on a 429: a request refused for something else (a body over the cap) would not succeed for waiting.
-    if usage.exceeded and response.status_code == 429:
-        response.headers["Retry-After"] = str(usage.retry_after)
     return response
 
 
@@ -221,10 +282,12 @@ def _daily_key(ip: str, now: float) -> str:
     return f"agent_handshake:tokens:{ip}:{datetime.date.fromtimestamp(now).isoformat()}"
 
 
-def seconds_until_tomorrow() -> int:
-    now = datetime.datetime.now()
-    tomorrow = datetime.datetime.combine(now.date() + datetime.timedelta(days=1), datetime.time.min)
-    return int((tomorrow - now).total_seconds()) + 1
+def seconds_until_tomorrow(now: float | None = None) -> int:
+    """The seconds from ``now`` (a Unix time; None: now) to the next local midnight, when the day's counter
+    starts again."""
+    moment = datetime.datetime.now() if now is None else datetime.datetime.fromtimestamp(now)
+    tomorrow = datetime.datetime.combine(moment.date() + datetime.timedelta(days=1), datetime.time.min)
+    return int((tomorrow - moment).total_seconds()) + 1
 
 
 DAILY_TTL = 86400 + 3600
@@ -237,18 +300,71 @@ RESERVATION_SLOT_SECONDS = 300
 HELD_TTL = 3 * RESERVATION_SLOT_SECONDS
 
 
-def _held_keys(ip: str, now: float) -> list[str]:
-    """The counters of ``ip``'s reservations that count at ``now``: its slot's first (where it reserves), then
-    the slots either side (a neighbour: another process's clock may be a little ahead or behind)."""
+def _held_slots(now: float) -> list[int]:
+    """The slots whose reservations count at ``now``: its own first (where one reserves), then the slots either
+    side (a neighbour: another process's clock may be a little ahead or behind)."""
     slot = int(now // RESERVATION_SLOT_SECONDS)
-    return [f"agent_handshake:tokens-held:{ip}:{n}" for n in (slot, slot - 1, slot + 1)]
+    return [slot, slot - 1, slot + 1]
+
+
+def _held_key(ip: str, slot: int) -> str:
+    return f"agent_handshake:tokens-held:{ip}:{slot}"
+
+
+def _held_keys(ip: str, now: float) -> list[str]:
+    """The counters of ``ip``'s reservations that count at ``now``, in :func:`_held_slots`' order."""
+    return [_held_key(ip, slot) for slot in _held_slots(now)]
+
+
+def _daily_counts(ip: str, now: float) -> tuple[int, dict[int, int]]:
+    """What ``ip``'s network spent today, and what its reservations that count at ``now`` hold, by slot."""
+    slots = _held_slots(now)
+    keys = {_held_key(ip, slot): slot for slot in slots}
+    spent_key = _daily_key(ip, now)
+    values = caches[app_settings.CACHE_ALIAS].get_many([spent_key, *keys])
+    held = {slot: int(values.get(key, 0)) for key, slot in keys.items()}
+    return int(values.get(spent_key, 0)), held
+
+
+def _holds_end(spent: int, held: dict[int, int], budget: int) -> int | None:
+    """When a daily ``budget`` that ``spent`` tokens leave room in, but reservations (``held``, by slot) fill, has
+    room again should none of them be given back: the end of the first slots whose reservations, once they stop
+    counting, leave the rest below it (a Unix time). None when the budget is not full, or ``spent`` alone fills it
+    (until midnight)."""
+    left = sum(held.values())
+    if spent >= budget or spent + left < budget:
+        return None
+    for slot in sorted(held):  # a slot's reservations stop counting two slots after it starts, in slot order
+        left -= held[slot]
+        if spent + left < budget:
+            return (slot + 2) * RESERVATION_SLOT_SECONDS
+    return None  # not reached: with no reservation left, what was spent is below the budget
 
 
 def daily_tokens_used(ip: str, now: float | None = None) -> int:
     """What ``ip``'s network spent today, and what its answers being written hold."""
+    spent, held = _daily_counts(ip, time.time() if now is None else now)
+    return spent + sum(held.values())
+
+
+#: The scope of the count of one client network's verified agents (:func:`count_did_network`).
+DID_NETWORK = "did_network"
+#: The scope of the daily token budget's :class:`Usage`.
+DAILY_TOKENS = "daily_tokens"
+
+
+def daily_usage(ip: str, now: float | None = None) -> Usage | None:
+    """``ip``'s network's daily token budget as a counter, spent (``exceeded``) when :func:`reserve_tokens` would
+    refuse an answer (None: no budget). It resets at midnight, or, when only reservations of answers being written
+    fill it, when they stop counting (:func:`_holds_end`): the wait :func:`reserve_tokens` refuses with."""
+    budget = app_settings.DAILY_TOKEN_BUDGET_PER_IP
+    if not budget:
+        return None
     now = time.time() if now is None else now
-    values = caches[app_settings.CACHE_ALIAS].get_many([_daily_key(ip, now), *_held_keys(ip, now)])
-    return sum(int(value) for value in values.values())
+    spent, held = _daily_counts(ip, now)
+    used = spent + sum(held.values())
+    reset = _holds_end(spent, held, budget) or int(now) + seconds_until_tomorrow(now)
+    return Usage(DAILY_TOKENS, budget, max(0, budget - used), reset, 86400, used >= budget)
 
 
 def add_daily_tokens(ip: str, tokens: int) -> None:
@@ -345,12 +461,33 @@ def reserve_tokens(
         # The slot's own counter first, then the others: of two reservations made at once, in two slots, at least
         # one sees the other (in one slot, the incr orders them).
         held = _add(key, tokens, HELD_TTL)
-        others = caches[app_settings.CACHE_ALIAS].get_many([_daily_key(network, now), *neighbours])
-        if held - tokens + sum(int(value) for value in others.values()) >= daily_budget:
+        spent_key = _daily_key(network, now)
+        others = caches[app_settings.CACHE_ALIAS].get_many([spent_key, *neighbours])
+        spent = int(others.pop(spent_key, 0))
+        if held - tokens + spent + sum(int(value) for value in others.values()) >= daily_budget:
             _take_back(key, tokens)
             reservation.release()
-            raise errors.RateLimited(
-                "Daily token budget for this IP address is exhausted.", scope="ip", retry_after=seconds_until_tomorrow()
-            )
+            raise _daily_refusal(network, now, daily_budget, spent, held - tokens, others)
         reservation.held_key = key
     return reservation
+
+
+def _daily_refusal(
+    network: str, now: float, budget: int, spent: int, own: int, neighbours: dict[str, int]
+) -> errors.RateLimited:
+    """The 429 of a daily budget :func:`reserve_tokens` found full with ``spent`` tokens spent today, ``own`` held
+    in its slot and ``neighbours`` (by key) in the others. Held by answers being written, it is not exhausted:
+    the agent may retry once they are done, and at the latest when their reservations stop counting, in minutes
+    (told to come back tomorrow, it would stay away for the day)."""
+    own_slot, *slots = _held_slots(now)
+    held = {own_slot: own, **{slot: int(neighbours.get(_held_key(network, slot), 0)) for slot in slots}}
+    end = _holds_end(spent, held, budget)
+    if end is None:
+        return errors.RateLimited(
+            "Daily token budget for this IP address is exhausted.", scope="ip", retry_after=seconds_until_tomorrow(now)
+        )
+    return errors.RateLimited(
+        "Daily token budget for this IP address is held by answers in progress; retry when they are done.",
+        scope="ip",
+        retry_after=max(1, end - int(now)),
+    )

@@ -1,10 +1,11 @@
 """What a verified agent has earned: its trust score, and the tier that follows from it.
 
-Trust starts at 0.5, goes up by ``+0.05`` for every request the site accepted and down by ``-0.02`` for every
-one it refused or failed (any 4xx or 5xx: a malformed request, a scope it lacks, a rate limit), clamped to
-[0, 1]. :func:`record` changes it in one statement that also writes the :class:`~agent_handshake.models.TrustEvent`
-history row, so concurrent requests never lose an update. An operator may pin an agent's trust (requests no
-longer change it) or block the DID (every request gets 403).
+Trust starts at 0.5, goes up by ``+0.05`` for every request the site accepted and down by ``-0.02`` for every one it
+refused (any 4xx: a malformed request, a scope it lacks, a rate limit), clamped to [0, 1]; a 5xx is the site's own
+failure and moves nothing. :func:`record` changes it in one statement that also writes the
+:class:`~agent_handshake.models.TrustEvent` history row, so concurrent requests never lose an update. An operator
+may pin an agent's trust (requests no longer change it) or block the DID (every request gets 403, and the work it
+queued before stops acting for it: :func:`blocked_owner`).
 
 ``DID_TRUST_TIERS`` maps trust to treatment: the first tier (highest ``min_trust`` first) whose ``min_trust`` the
 agent's trust reaches gives its rate limits (a ``RATE_LIMITS`` tier's name: ``authenticated`` or
@@ -18,6 +19,7 @@ import datetime
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from ..conf import app_settings
@@ -52,6 +54,15 @@ def tier_of(trust: float) -> Tier:
 
 def scopes_of(agent: VerifiedAgent) -> list[str]:
     return sorted(set(tier_of(agent.trust).scopes) | set(agent.scopes or ()))
+
+
+def blocked_owner(key_field: str = "api_key") -> Exists:
+    """A query expression, true for a row whose API key (its field ``key_field``) is a blocked verified agent's.
+
+    A block is read where the agent's queued work would act for it (a worker claiming its job, a callback about to
+    be sent), whenever and however the block was set (the admin, ``save()``, an ``update()``): an annotation on the
+    row the worker locks anyway, so it costs no extra query. Trust tiers never block."""
+    return Exists(VerifiedAgent.objects.filter(key=OuterRef(key_field), blocked=True))
 
 
 def record(agent_id: int, accepted: bool, reason: str) -> None:
