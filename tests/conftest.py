@@ -31,9 +31,12 @@ def registries():
     """The content and capability registries, restored after the test changes them."""
     saved_content = (dict(content_registry._configs), list(content_registry.duplicates))
     saved_capabilities = (dict(capability_registry._capabilities), list(capability_registry.duplicates))
+    saved_builtin = list(capability_registry.builtin)
     yield content_registry, capability_registry
     content_registry._configs, content_registry.duplicates = saved_content
     capability_registry._capabilities, capability_registry.duplicates = saved_capabilities
+    capability_registry.builtin = saved_builtin
+    state.invalidate()  # restored in place, without the registry's signal: a snapshot of the test's registry goes
 
 
 @pytest.fixture(scope="session")
@@ -151,3 +154,18 @@ def lookups(monkeypatch):
 
     monkeypatch.setattr(socket, "getaddrinfo", spied)
     return resolved
+
+
+#: The host the host tests serve the site on (tests/test_discovery_hosts.py, tests/test_hosts_front_doors.py).
+SERVED_HOST = "agents.example"
+
+
+@pytest.fixture
+def host_site(settings):
+    """The site served on :data:`SERVED_HOST` (and the test client's host), ``BASE_URL`` unset, and no forwarded
+    host or port trusted: the base URL comes from the request alone."""
+    settings.ALLOWED_HOSTS = ["testserver", SERVED_HOST]
+    settings.USE_X_FORWARDED_PORT = False
+    settings.USE_X_FORWARDED_HOST = False
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "BASE_URL": ""}
+    return settings

@@ -3,7 +3,9 @@
 A separate process saves a registered object (so the save, the on-commit hook and the publish are the real
 ones), a real worker (``celery -A demo_site worker``) consumes the task, and the test reads the database. The
 embedded default broker (kombu's filesystem transport) always runs; Redis and RabbitMQ run when they answer on
-127.0.0.1, and are reported as skipped, with the reason, when they do not.
+127.0.0.1, and are reported as skipped, with the reason, when they do not. The filesystem broker's worker also
+clusters the schema templates' input pool and runs the daily insights task: one worker per broker serves its
+cases (subtests), each on data of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from celery import Celery
 from django.db import connection
 
 from agent_handshake.models import Document, Passage
@@ -75,49 +78,93 @@ def worker_env(broker: str, tmp_path: Path) -> dict[str, str]:
     }
 
 
+def worker_command(env: dict[str, str], name: str) -> list[str]:
+    """``celery worker`` of the demo project on the test queue, one job at a time, as node ``name``.
+
+    The name is unique: the Redis and RabbitMQ on 127.0.0.1 may serve other test runs' workers, and
+    :func:`stop_workers` addresses this one alone."""
+    return [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool", "solo", "--loglevel", "WARNING",
+            "-Q", env["AGENT_HANDSHAKE_TEST_QUEUE"], "--without-heartbeat", "--without-gossip", "--without-mingle",
+            "-n", name]  # fmt: skip
+
+
+def worker_name(number: int = 0) -> str:
+    return f"w{number}-{uuid.uuid4().hex[:8]}@agent-handshake-tests"
+
+
+def stop_workers(env: dict[str, str], workers: dict[str, subprocess.Popen]) -> str:
+    """Stop the workers (node name: process) still running, as an operator would, and return everything they wrote.
+
+    Each gets SIGTERM, Celery's warm shutdown: a job in progress is finished first. SIGTERM only sets a flag that
+    the worker's consumer loop reads between two waits for messages, and an idle worker waits long: on the
+    filesystem transport each wait lasts 2 s and the loop waits once more after reading the flag (2 to 4 s); on
+    RabbitMQ the event loop sleeps until its next timer (5 to 7 s here). So each is also sent Celery's remote-control
+    ``shutdown`` (what ``celery control shutdown -d NAME`` sends): a message, which ends the wait at once, handled
+    between jobs like the flag and followed by the same warm shutdown. Were it lost, SIGTERM still stops the worker.
+    """
+    running = {name: worker for name, worker in workers.items() if worker.poll() is None}
+    for worker in running.values():
+        worker.terminate()
+    output = ""
+    try:
+        if running:
+            broker = env["AGENT_HANDSHAKE_TEST_BROKER"]
+            # A bare client: no Django fix-up, only the broker and the folders the workers read.
+            with Celery("agent-handshake-tests", broker=broker, set_as_current=False, fixups=[]) as control:
+                control.conf.broker_transport_options = transport_options(env)
+                control.control.shutdown(destination=list(running))
+    finally:
+        for worker in workers.values():
+            try:
+                out, _ = worker.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                out, _ = worker.communicate()
+            output += out or ""
+    return output
+
+
+def transport_options(env: dict[str, str]) -> dict[str, str]:
+    """The broker's transport options that tests/settings.py gives a worker started with ``env``."""
+    if not env["AGENT_HANDSHAKE_TEST_BROKER"].startswith("filesystem"):
+        return {}
+    folder = Path(env["AGENT_HANDSHAKE_QUEUE_DIR"])
+    return {"data_folder_in": str(folder), "data_folder_out": str(folder), "control_folder": str(folder / "control")}
+
+
 @contextlib.contextmanager
 def running_worker(env: dict[str, str]):
     """A real Celery worker of the demo project on the test queue; on the way out, it must not have logged a
     traceback."""
+    name = worker_name()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool", "solo", "--loglevel", "WARNING",
-         "-Q", env["AGENT_HANDSHAKE_TEST_QUEUE"], "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        worker_command(env, name), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         yield worker
     finally:
-        worker.terminate()
-        try:
-            output, _ = worker.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            output, _ = worker.communicate()
+        output = stop_workers(env, {name: worker})
     assert "Traceback" not in output, output
 
 
-@pytest.mark.parametrize("broker", BROKERS)
-def test_a_saved_object_is_indexed_by_a_worker(broker, tmp_path):
-    (tmp_path / "queue").mkdir()
-    env = worker_env(broker, tmp_path)
-    with running_worker(env):
-        suffix = uuid.uuid4().hex[:6]
-        subprocess.run(
-            [sys.executable, "-c", SAVE_SCRIPT.replace("{suffix}", suffix)], cwd=ROOT, env=env, check=True, timeout=60
-        )
-        deadline = time.monotonic() + 90
-        document = None
-        while time.monotonic() < deadline:
-            document = Document.objects.filter(path=f"/blog/cold-brew-sencha-{suffix}/").first()
-            if document is not None and document.indexed_hash == document.content_hash:
-                break
-            time.sleep(0.3)
-        assert document is not None, "the worker did not index the saved post"
-        assert document.indexed_hash == document.content_hash
-        passages = Passage.objects.filter(document=document)
-        assert passages.exists()
-        assert all(passage.embedding is not None for passage in passages)
-        assert "eight hours" in " ".join(passages.values_list("text", flat=True))
+def a_saved_object_is_indexed(env: dict[str, str]) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    subprocess.run(
+        [sys.executable, "-c", SAVE_SCRIPT.replace("{suffix}", suffix)], cwd=ROOT, env=env, check=True, timeout=60
+    )
+    deadline = time.monotonic() + 90
+    document = None
+    while time.monotonic() < deadline:
+        document = Document.objects.filter(path=f"/blog/cold-brew-sencha-{suffix}/").first()
+        if document is not None and document.indexed_hash == document.content_hash:
+            break
+        time.sleep(0.3)
+    assert document is not None, "the worker did not index the saved post"
+    assert document.indexed_hash == document.content_hash
+    passages = Passage.objects.filter(document=document)
+    assert passages.exists()
+    assert all(passage.embedding is not None for passage in passages)
+    assert "eight hours" in " ".join(passages.values_list("text", flat=True))
 
 
 POOL_SCRIPT = """
@@ -142,22 +189,19 @@ with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "INDEX_ON_SA
 """
 
 
-def test_the_input_pool_is_clustered_by_a_worker(tmp_path):
+def the_input_pool_is_clustered(env: dict[str, str]) -> None:
     """Schema templates' ``other`` texts, recorded in another process, become a proposed key on a real worker."""
     from agent_handshake.models import ProposedField, UnmappedFragment
 
-    (tmp_path / "queue").mkdir()
-    env = worker_env("filesystem://", tmp_path)
-    with running_worker(env):
-        subprocess.run([sys.executable, "-c", POOL_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not ProposedField.objects.exists():
-            time.sleep(0.3)
-        proposal = ProposedField.objects.get(capability="check_inventory")
-        assert proposal.status == ProposedField.Status.PENDING
-        assert (proposal.fragments, proposal.sources) == (5, 3)
-        assert "gift" in proposal.name
-        assert not UnmappedFragment.objects.filter(embedding=None).exists()
+    subprocess.run([sys.executable, "-c", POOL_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not ProposedField.objects.exists():
+        time.sleep(0.3)
+    proposal = ProposedField.objects.get(capability="check_inventory")
+    assert proposal.status == ProposedField.Status.PENDING
+    assert (proposal.fragments, proposal.sources) == (5, 3)
+    assert "gift" in proposal.name
+    assert not UnmappedFragment.objects.filter(embedding=None).exists()
 
 
 DAILY_SCRIPT = """
@@ -168,7 +212,7 @@ insights_daily.delay()
 """
 
 
-def test_the_daily_insights_task_runs_on_a_worker(tmp_path):
+def the_daily_insights_task_runs(env: dict[str, str]) -> None:
     """Agent traffic of closed days is aggregated, and raw records past retention purged, by a real worker."""
     import datetime
 
@@ -177,17 +221,14 @@ def test_the_daily_insights_task_runs_on_a_worker(tmp_path):
     from tests.test_insights_aggregates import plant_traffic
 
     planted = plant_traffic(site_today() - datetime.timedelta(days=30))  # its first day is 33 days old
-    (tmp_path / "queue").mkdir()
-    env = worker_env("filesystem://", tmp_path)
-    with running_worker(env):
-        subprocess.run([sys.executable, "-c", DAILY_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
-        oldest_kept = site_today() - datetime.timedelta(days=30)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and (
-            not DailyTraffic.objects.filter(day=planted.days[-1]).exists()
-            or AgentRequest.objects.filter(at__date__lt=oldest_kept).exists()
-        ):
-            time.sleep(0.3)
+    subprocess.run([sys.executable, "-c", DAILY_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
+    oldest_kept = site_today() - datetime.timedelta(days=30)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and (
+        not DailyTraffic.objects.filter(day=planted.days[-1]).exists()
+        or AgentRequest.objects.filter(at__date__lt=oldest_kept).exists()
+    ):
+        time.sleep(0.3)
     aggregated = {
         day: sum(DailyTraffic.objects.filter(day=day).values_list("requests", flat=True)) for day in planted.days
     }
@@ -195,3 +236,20 @@ def test_the_daily_insights_task_runs_on_a_worker(tmp_path):
     # INSIGHTS_RETENTION_DAYS is 30: the days more than 30 days old are purged, their aggregates kept.
     assert not AgentRequest.objects.filter(at__date__lt=oldest_kept).exists()
     assert AgentRequest.objects.filter(at__date=planted.days[-1]).count() == aggregated[planted.days[-1]]
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+def test_a_worker_runs_the_tasks(broker, tmp_path, subtests):
+    """One worker per broker: a saved object is indexed on each broker; the input pool and the daily insights,
+    whose tasks depend on no broker, on the filesystem one. The cases' data are their own (a post, a pool's
+    fragments, traffic records), and each case waits for its own outcome."""
+    (tmp_path / "queue").mkdir()
+    env = worker_env(broker, tmp_path)
+    with running_worker(env):
+        with subtests.test("a saved object is indexed"):
+            a_saved_object_is_indexed(env)
+        if broker.startswith("filesystem"):
+            with subtests.test("the input pool is clustered"):
+                the_input_pool_is_clustered(env)
+            with subtests.test("the daily insights task"):
+                the_daily_insights_task_runs(env)

@@ -70,3 +70,16 @@ def test_a_job_ended_without_a_result_in_each_front_door(client, key, how, messa
         assert "error" not in body
     else:
         assert body["error"] == {"code": "cancelled", "message": CANCELLED}
+
+
+def test_a_failed_job_whose_stored_error_has_no_message(client, key):
+    """An error stored with its code alone (a row failed by hand, or by an older release) still renders in AHP's
+    status poll: its code kept, the front door's own words for the message, where a lookup of "message" answered
+    500."""
+    api_key, secret = key
+    job = Job.objects.create(capability="compile_report", api_key=api_key, status="failed", error={"code": "sold_out"})
+    response = client.get(f"/agent/converse/status/{job.pk}", HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["error"] == {"code": "sold_out", "message": "The job failed."}
+    assert body["progress"] == "The job failed."

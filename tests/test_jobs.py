@@ -3,7 +3,8 @@ embedded default broker, and on Redis and RabbitMQ when they answer on 127.0.0.1
 reason, when they do not).
 
 Accepted -> pending -> success by poll and by a signed callback to a receiver on 127.0.0.1; failures; a worker
-killed mid-job (the job is finished by another worker, once); the human desk answered in the admin; expiry.
+killed mid-job (the job is finished by another worker, once); the human desk answered in the admin; expiry. One
+server and worker per broker serve these cases in turn, each a subtest with jobs of its own.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,13 +25,14 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.admin.utils import quote  # job ids are token_urlsafe: '_' must be quoted
 from django.db import connection
 
 from agent_handshake import keys
 from agent_handshake.concierge import callbacks
 from agent_handshake.models import AgentClient, ApiKey, Job
 from tests.test_callbacks import Receiver
-from tests.test_celery import BROKERS
+from tests.test_celery import BROKERS, stop_workers, worker_command, worker_name
 from tests.testapp.models import Report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,17 +69,23 @@ class Stack:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workers: list[subprocess.Popen] = []
+        self.worker_names: list[str] = []
         self.server: subprocess.Popen | None = None
 
     def start_worker(self) -> subprocess.Popen:
+        name = worker_name(len(self.workers))
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool", "solo", "--loglevel", "WARNING",
-             "-Q", self.env["AGENT_HANDSHAKE_TEST_QUEUE"], "--without-heartbeat", "--without-gossip",
-             "--without-mingle", "-n", f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}@%h"],
-            cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            worker_command(self.env, name), cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
         )  # fmt: skip
         self.workers.append(worker)
+        self.worker_names.append(name)
         return worker
+
+    @property
+    def worker(self) -> subprocess.Popen:
+        """The worker started last (the one running, unless a test stopped it)."""
+        return self.workers[-1]
 
     def __enter__(self) -> Stack:
         self.server = subprocess.Popen(
@@ -93,18 +102,19 @@ class Stack:
         raise RuntimeError("gunicorn did not start")
 
     def __exit__(self, *exc: object) -> None:
-        for process in [*self.workers, self.server]:
-            if process is not None and process.poll() is None:
-                process.terminate()
+        if self.server is not None and self.server.poll() is None:
+            self.server.terminate()
         self.output = ""
-        for process in [*self.workers, self.server]:
-            if process is not None:
+        try:
+            self.output += stop_workers(self.env, dict(zip(self.worker_names, self.workers, strict=True)))
+        finally:
+            if self.server is not None:
                 try:
-                    out, err = process.communicate(timeout=20)
+                    _, err = self.server.communicate(timeout=20)
                 except subprocess.TimeoutExpired:
-                    process.kill()
-                    out, err = process.communicate()
-                self.output += (out or "") + (err or "")
+                    self.server.kill()
+                    _, err = self.server.communicate()
+                self.output += err or ""
         if exc[0] is None:
             assert "Traceback" not in self.output, self.output
 
@@ -156,195 +166,214 @@ def wait_for(predicate, timeout=30, message="condition"):
     raise AssertionError(f"timed out waiting for {message}")
 
 
-@pytest.mark.parametrize("broker", BROKERS)
-def test_job_by_poll_and_signed_callback(broker, tmp_path, ahp_schemas):
+def job_by_poll_and_signed_callback(stack: Stack, ahp_schemas: dict) -> None:
     from tests.test_converse import assert_valid_response
 
     key, secret = key_with_secret()
     receiver = Receiver().start()
     try:
-        with Stack(broker, tmp_path) as stack:
-            status, accepted = stack.request(
-                "POST",
-                "/agent/converse",
-                {"capability": "compile_report", "query": "Report on oolong", "context": {
-                    "input": {"topic": "oolong tea in Taiwan", "seconds": 1.5},
-                    "callback_url": receiver.url(), "accept_types": ["application/action-result"]}},
-                {"Authorization": f"Bearer {secret}"},
-            )  # fmt: skip
-            assert status == 202, accepted
-            assert_valid_response(accepted, ahp_schemas)
-            assert accepted["callback"] == {"method": "POST", "url": receiver.url()}
-            seen, final = poll_until(stack, accepted["poll"], secret)
-            assert "pending" in seen
-            assert final["status"] == "success"
-            assert_valid_response(final, ahp_schemas)
-            result = final["response"]["payload"]["result"]
-            assert result["words"] == 4
-            assert final["response"]["payload"]["action"] == "compile_report"
-            report = Report.objects.get(job_id=accepted["session_id"])
-            assert report.worker_pid == result["worker_pid"] == stack.workers[0].pid
-            wait_for(lambda: receiver.requests, message="the callback")
-            delivered = receiver.requests[0]
-            assert delivered["headers"]["X-AHP-Key-Id"] == key.key_id
-            assert callbacks.verify(secret, delivered["body"], delivered["headers"][callbacks.SIGNATURE_HEADER])
-            assert not callbacks.verify(
-                secret, delivered["body"] + b" ", delivered["headers"][callbacks.SIGNATURE_HEADER]
-            )
-            assert json.loads(delivered["body"]) == final
-            job = wait_for(lambda: Job.objects.filter(pk=accepted["session_id"], callback_state="delivered").first())
-            assert job.callback_attempts == 1
-            assert job.callback_last_status == 200
-            assert len(receiver.requests) == 1
+        status, accepted = stack.request(
+            "POST",
+            "/agent/converse",
+            {"capability": "compile_report", "query": "Report on oolong", "context": {
+                "input": {"topic": "oolong tea in Taiwan", "seconds": 1.5},
+                "callback_url": receiver.url(), "accept_types": ["application/action-result"]}},
+            {"Authorization": f"Bearer {secret}"},
+        )  # fmt: skip
+        assert status == 202, accepted
+        assert_valid_response(accepted, ahp_schemas)
+        assert accepted["callback"] == {"method": "POST", "url": receiver.url()}
+        seen, final = poll_until(stack, accepted["poll"], secret)
+        assert "pending" in seen
+        assert final["status"] == "success"
+        assert_valid_response(final, ahp_schemas)
+        result = final["response"]["payload"]["result"]
+        assert result["words"] == 4
+        assert final["response"]["payload"]["action"] == "compile_report"
+        report = Report.objects.get(job_id=accepted["session_id"])
+        assert report.worker_pid == result["worker_pid"] == stack.worker.pid
+        wait_for(lambda: receiver.requests, message="the callback")
+        delivered = receiver.requests[0]
+        assert delivered["headers"]["X-AHP-Key-Id"] == key.key_id
+        assert callbacks.verify(secret, delivered["body"], delivered["headers"][callbacks.SIGNATURE_HEADER])
+        assert not callbacks.verify(secret, delivered["body"] + b" ", delivered["headers"][callbacks.SIGNATURE_HEADER])
+        assert json.loads(delivered["body"]) == final
+        job = wait_for(lambda: Job.objects.filter(pk=accepted["session_id"], callback_state="delivered").first())
+        assert job.callback_attempts == 1
+        assert job.callback_last_status == 200
+        assert len(receiver.requests) == 1
     finally:
         receiver.stop()
 
 
-def test_failed_job_and_callback_retried_after_errors(tmp_path):
+def failed_job_and_callback_retried_after_errors(stack: Stack) -> None:
     _, secret = key_with_secret()
     receiver = Receiver(status=503).start()
     try:
-        with Stack("filesystem://", tmp_path) as stack:
-            status, accepted = stack.request(
-                "POST",
-                "/agent/converse",
-                {"capability": "compile_report", "query": "Report", "context": {
-                    "input": {"topic": "pu-erh", "fail": True}, "callback_url": receiver.url()}},
-                {"Authorization": f"Bearer {secret}"},
-            )  # fmt: skip
-            assert status == 202
-            _, final = poll_until(stack, accepted["poll"], secret)
-            assert final["status"] == "failed"
-            assert final["error"] == {"code": "invalid_request", "message": "The report could not be compiled."}
-            assert not Report.objects.filter(job_id=accepted["session_id"]).exists()  # rolled back with the failure
-            wait_for(lambda: len(receiver.requests) >= 2, message="two refused callback attempts")
-            receiver.status = 200
-            job = wait_for(lambda: Job.objects.filter(pk=accepted["session_id"], callback_state="delivered").first())
-            assert job.callback_attempts >= 3
-            assert json.loads(receiver.requests[-1]["body"])["status"] == "failed"
+        status, accepted = stack.request(
+            "POST",
+            "/agent/converse",
+            {"capability": "compile_report", "query": "Report", "context": {
+                "input": {"topic": "pu-erh", "fail": True}, "callback_url": receiver.url()}},
+            {"Authorization": f"Bearer {secret}"},
+        )  # fmt: skip
+        assert status == 202
+        _, final = poll_until(stack, accepted["poll"], secret)
+        assert final["status"] == "failed"
+        assert final["error"] == {"code": "invalid_request", "message": "The report could not be compiled."}
+        assert not Report.objects.filter(job_id=accepted["session_id"]).exists()  # rolled back with the failure
+        wait_for(lambda: len(receiver.requests) >= 2, message="two refused callback attempts")
+        receiver.status = 200
+        job = wait_for(lambda: Job.objects.filter(pk=accepted["session_id"], callback_state="delivered").first())
+        assert job.callback_attempts >= 3
+        assert json.loads(receiver.requests[-1]["body"])["status"] == "failed"
+    finally:
+        receiver.stop()
+
+
+def a_worker_killed_mid_job_leaves_it_to_another_which_finishes_it_once(stack: Stack, broker: str) -> None:
+    _, secret = key_with_secret()
+    first = stack.worker
+    status, accepted = stack.request(
+        "POST",
+        "/agent/converse",
+        {"capability": "compile_report", "query": "Report",
+         "context": {"input": {"topic": "matcha grades", "seconds": 6}}},
+        {"Authorization": f"Bearer {secret}"},
+    )  # fmt: skip
+    assert status == 202
+    job_id = accepted["session_id"]
+    wait_for(lambda: Job.objects.filter(pk=job_id, status="running").exists(), message="the job to start")
+    time.sleep(1)  # inside the handler: its Report row is written, not committed
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    assert Job.objects.get(pk=job_id).status == "running"
+    assert not Report.objects.filter(job_id=job_id).exists()
+    second = stack.start_worker()
+    time.sleep(1)
+    recovered = stack.manage("agent_recover_jobs", "--older-than", "0")
+    if broker.startswith("filesystem"):  # no redelivery: only the recovery sends the job again
+        assert re.search(r"(?m)^requeued: 1,", recovered), recovered  # not "callbacks requeued: 1,"
+    # RabbitMQ gives the unacknowledged message to the second worker at once (acks_late); Redis would after its
+    # visibility timeout. Either way the row lock lets one worker run it.
+    _, final = poll_until(stack, accepted["poll"], secret)
+    assert final["status"] == "success"
+    reports = Report.objects.filter(job_id=job_id)
+    assert reports.count() == 1
+    assert reports.get().worker_pid == second.pid
+    job = Job.objects.get(pk=job_id)
+    assert job.attempts == 2
+    # Sending it again changes nothing: the job is finished.
+    stack.manage("agent_recover_jobs", "--older-than", "0")
+    time.sleep(1)
+    assert Report.objects.filter(job_id=job_id).count() == 1
+
+
+def human_desk_answer_reaches_the_agent_by_poll_and_callback(stack: Stack, admin_client) -> None:
+    _, secret = key_with_secret()
+    mailed_before = set(stack.email_dir.iterdir())
+    receiver = Receiver().start()
+    try:
+        status, accepted = stack.request(
+            "POST",
+            "/agent/converse",
+            {"capability": "escalate_to_human", "query": "Can you blend 2 kg of a smoky tea for a café?",
+             "context": {"requesting_agent": "cafe-bot/2", "callback_url": receiver.url(),
+                         "accept_types": ["application/action-result"]}},
+            {"Authorization": f"Bearer {secret}"},
+        )  # fmt: skip
+        assert status == 202
+        job_id = accepted["session_id"]
+        waiting = wait_for(
+            lambda: (
+                stack.request("GET", accepted["poll"], headers={"Authorization": f"Bearer {secret}"})[1]
+                if Job.objects.get(pk=job_id).status == "waiting"
+                else None
+            ),
+            message="the job to reach the desk",
+        )
+        assert waiting["progress"] == "Waiting for a human operator"
+        # The worker's file backend creates the file before it writes the message, and ends every message
+        # with a line of 79 dashes: wait for that line, not for the file (a new one: the stack's other cases mail
+        # the desk too).
+        text = wait_for(
+            lambda: next(
+                (
+                    t
+                    for f in set(stack.email_dir.iterdir()) - mailed_before
+                    if (t := f.read_text()).rstrip().endswith("-" * 79)
+                ),
+                None,
+            ),
+            message="the operators' email",
+        )
+        assert "desk@example.com" in text
+        assert "smoky tea" in text
+        queue = admin_client.get("/admin/agent_handshake/deskrequest/").content.decode()
+        assert "smoky tea" in queue
+        page = f"/admin/agent_handshake/deskrequest/{quote(job_id)}/change/"
+        response = admin_client.post(page, {"operator_answer": "Yes: our Lapsang blend, 2 kg for $180."})
+        assert response.status_code == 302
+        _, final = poll_until(stack, accepted["poll"], secret)
+        assert final["status"] == "success"
+        assert final["response"]["answer"] == "Yes: our Lapsang blend, 2 kg for $180."
+        assert final["response"]["payload"]["result"]["answered_by"] == "admin"
+        wait_for(lambda: receiver.requests, message="the callback")
+        assert json.loads(receiver.requests[0]["body"]) == final
+        # An answered request takes no second answer.
+        admin_client.post(page, {"operator_answer": "A second thought"})
+        assert stack.request("GET", accepted["poll"], headers={"Authorization": f"Bearer {secret}"})[1] == final
+        assert len(receiver.requests) == 1
+    finally:
+        receiver.stop()
+
+
+def unanswered_desk_request_expires(stack: Stack) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    _, secret = key_with_secret()
+    receiver = Receiver().start()
+    try:
+        _, accepted = stack.request(
+            "POST",
+            "/agent/converse",
+            {"capability": "escalate_to_human", "query": "Anyone there?",
+             "context": {"callback_url": receiver.url()}},
+            {"Authorization": f"Bearer {secret}"},
+        )  # fmt: skip
+        job_id = accepted["session_id"]
+        wait_for(lambda: Job.objects.filter(pk=job_id, status="waiting").exists(), message="the desk")
+        Job.objects.filter(pk=job_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert "expired: 1" in stack.manage("agent_recover_jobs")
+        _, final = poll_until(stack, accepted["poll"], secret)
+        assert final["status"] == "expired"
+        wait_for(lambda: receiver.requests, message="the callback")
+        assert json.loads(receiver.requests[0]["body"])["status"] == "expired"
     finally:
         receiver.stop()
 
 
 @pytest.mark.parametrize("broker", BROKERS)
-def test_a_worker_killed_mid_job_leaves_it_to_another_which_finishes_it_once(broker, tmp_path):
-    _, secret = key_with_secret()
+def test_jobs_on_a_real_worker(broker, tmp_path, ahp_schemas, admin_client, subtests):
+    """One server and worker per broker serve the cases in turn, each with a key, jobs and a callback receiver of
+    its own, and each waiting for its jobs to end: a job by poll and signed callback and a worker killed mid-job on
+    every broker, and on the filesystem broker's stack the cases that depend on no broker (a failed job, the human
+    desk answered, a desk request expired). The killed worker's case comes last: it leaves the stack a second
+    worker."""
     with Stack(broker, tmp_path) as stack:
-        first = stack.workers[0]
-        status, accepted = stack.request(
-            "POST",
-            "/agent/converse",
-            {"capability": "compile_report", "query": "Report",
-             "context": {"input": {"topic": "matcha grades", "seconds": 6}}},
-            {"Authorization": f"Bearer {secret}"},
-        )  # fmt: skip
-        assert status == 202
-        job_id = accepted["session_id"]
-        wait_for(lambda: Job.objects.filter(pk=job_id, status="running").exists(), message="the job to start")
-        time.sleep(1)  # inside the handler: its Report row is written, not committed
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(10)
-        assert Job.objects.get(pk=job_id).status == "running"
-        assert not Report.objects.filter(job_id=job_id).exists()
-        second = stack.start_worker()
-        time.sleep(1)
-        recovered = stack.manage("agent_recover_jobs", "--older-than", "0")
-        if broker.startswith("filesystem"):  # no redelivery: only the recovery sends the job again
-            assert "requeued: 1," in recovered
-        # RabbitMQ gives the unacknowledged message to the second worker at once (acks_late); Redis would after its
-        # visibility timeout. Either way the row lock lets one worker run it.
-        _, final = poll_until(stack, accepted["poll"], secret)
-        assert final["status"] == "success"
-        reports = Report.objects.filter(job_id=job_id)
-        assert reports.count() == 1
-        assert reports.get().worker_pid == second.pid
-        job = Job.objects.get(pk=job_id)
-        assert job.attempts == 2
-        # Sending it again changes nothing: the job is finished.
-        stack.manage("agent_recover_jobs", "--older-than", "0")
-        time.sleep(1)
-        assert Report.objects.filter(job_id=job_id).count() == 1
-
-
-def test_human_desk_answer_reaches_the_agent_by_poll_and_callback(tmp_path, admin_client):
-    _, secret = key_with_secret()
-    receiver = Receiver().start()
-    try:
-        with Stack("filesystem://", tmp_path) as stack:
-            status, accepted = stack.request(
-                "POST",
-                "/agent/converse",
-                {"capability": "escalate_to_human", "query": "Can you blend 2 kg of a smoky tea for a café?",
-                 "context": {"requesting_agent": "cafe-bot/2", "callback_url": receiver.url(),
-                             "accept_types": ["application/action-result"]}},
-                {"Authorization": f"Bearer {secret}"},
-            )  # fmt: skip
-            assert status == 202
-            job_id = accepted["session_id"]
-            waiting = wait_for(
-                lambda: (
-                    stack.request("GET", accepted["poll"], headers={"Authorization": f"Bearer {secret}"})[1]
-                    if Job.objects.get(pk=job_id).status == "waiting"
-                    else None
-                ),
-                message="the job to reach the desk",
-            )
-            assert waiting["progress"] == "Waiting for a human operator"
-            # The worker's file backend creates the file before it writes the message, and ends every message
-            # with a line of 79 dashes: wait for that line, not for the file.
-            text = wait_for(
-                lambda: next(
-                    (t for f in stack.email_dir.iterdir() if (t := f.read_text()).rstrip().endswith("-" * 79)), None
-                ),
-                message="the operators' email",
-            )
-            assert "desk@example.com" in text
-            assert "smoky tea" in text
-            queue = admin_client.get("/admin/agent_handshake/deskrequest/").content.decode()
-            assert "smoky tea" in queue
-            page = f"/admin/agent_handshake/deskrequest/{job_id}/change/"
-            response = admin_client.post(page, {"operator_answer": "Yes: our Lapsang blend, 2 kg for $180."})
-            assert response.status_code == 302
-            _, final = poll_until(stack, accepted["poll"], secret)
-            assert final["status"] == "success"
-            assert final["response"]["answer"] == "Yes: our Lapsang blend, 2 kg for $180."
-            assert final["response"]["payload"]["result"]["answered_by"] == "admin"
-            wait_for(lambda: receiver.requests, message="the callback")
-            assert json.loads(receiver.requests[0]["body"]) == final
-            # An answered request takes no second answer.
-            admin_client.post(page, {"operator_answer": "A second thought"})
-            assert stack.request("GET", accepted["poll"], headers={"Authorization": f"Bearer {secret}"})[1] == final
-            assert len(receiver.requests) == 1
-    finally:
-        receiver.stop()
-
-
-def test_unanswered_desk_requests_expire(tmp_path):
-    _, secret = key_with_secret()
-    receiver = Receiver().start()
-    try:
-        with Stack("filesystem://", tmp_path) as stack:
-            _, accepted = stack.request(
-                "POST",
-                "/agent/converse",
-                {"capability": "escalate_to_human", "query": "Anyone there?",
-                 "context": {"callback_url": receiver.url()}},
-                {"Authorization": f"Bearer {secret}"},
-            )  # fmt: skip
-            job_id = accepted["session_id"]
-            wait_for(lambda: Job.objects.filter(pk=job_id, status="waiting").exists(), message="the desk")
-            from datetime import timedelta
-
-            from django.utils import timezone
-
-            Job.objects.filter(pk=job_id).update(expires_at=timezone.now() - timedelta(seconds=1))
-            assert "expired: 1" in stack.manage("agent_recover_jobs")
-            _, final = poll_until(stack, accepted["poll"], secret)
-            assert final["status"] == "expired"
-            wait_for(lambda: receiver.requests, message="the callback")
-            assert json.loads(receiver.requests[0]["body"])["status"] == "expired"
-    finally:
-        receiver.stop()
+        with subtests.test("job by poll and signed callback"):
+            job_by_poll_and_signed_callback(stack, ahp_schemas)
+        if broker.startswith("filesystem"):
+            with subtests.test("failed job, callback retried after errors"):
+                failed_job_and_callback_retried_after_errors(stack)
+            with subtests.test("human desk answer by poll and callback"):
+                human_desk_answer_reaches_the_agent_by_poll_and_callback(stack, admin_client)
+            with subtests.test("unanswered desk request expires"):
+                unanswered_desk_request_expires(stack)
+        with subtests.test("worker killed mid-job"):
+            a_worker_killed_mid_job_leaves_it_to_another_which_finishes_it_once(stack, broker)
 
 
 def test_secrets_are_recomputed_for_signing_only_from_secret_key(settings):

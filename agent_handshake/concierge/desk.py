@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.utils import quote
 from django.core.mail import mail_managers, send_mail
 from django.urls import NoReverseMatch, reverse
 from django.utils.text import Truncator
@@ -112,7 +113,8 @@ def notify_operators(job_id: str) -> None:
     if job is None:
         return
     try:
-        path = reverse("admin:agent_handshake_deskrequest_change", args=[job.pk])
+        # Quoted as the admin's own links are: an id holding "_" and two hex digits would be read as a character.
+        path = reverse("admin:agent_handshake_deskrequest_change", args=[quote(job.pk)])
     except NoReverseMatch:
         path = ""
     message = message_text(job)

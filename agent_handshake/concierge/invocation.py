@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ import jsonschema
 
 from ..registry import Capability, capability_registry
 from . import errors
-from .validation import schema_error_fields
+from .validation import MAX_PROBLEMS, dotted, schema_error_fields, schema_message
 
 if TYPE_CHECKING:
     from ..identity.auth import Credentials
@@ -223,19 +224,24 @@ def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
 
 
 def check_input(capability: Capability, data: dict[str, Any]) -> InputProblem | None:
-    """Missing required fields and invalid ones, or None when ``data`` is valid input."""
+    """Missing required fields and invalid ones, or None when ``data`` is valid input.
+
+    At most :data:`~.validation.MAX_PROBLEMS` fields in all: each item of an array can fail, and what a caller is
+    told (and the work of finding it) should not grow with what was sent."""
     missing: list[str] = []
     invalid: dict[str, str] = {}
     for error in validator(capability.input_schema or {}).iter_errors(data):
+        if len(missing) + len(invalid) >= MAX_PROBLEMS:
+            break
         if error.validator == "required" and isinstance(error.instance, dict):
-            prefix = ".".join(str(part) for part in error.absolute_path)
+            prefix = dotted(error.absolute_path, "")
             for name in error.validator_value:
                 path = f"{prefix}.{name}" if prefix else name
                 # jsonschema reports each missing name as its own error, each carrying the whole list.
                 if name not in error.instance and path not in missing:
                     missing.append(path)
         else:
-            for path, message in schema_error_fields(error, "(input)"):
+            for path, message in schema_error_fields(error, "(input)")[: MAX_PROBLEMS - len(missing) - len(invalid)]:
                 invalid.setdefault(path, message)
     return InputProblem(missing, invalid) if missing or invalid else None
 
@@ -372,10 +378,11 @@ def check_output(capability: Capability, outcome: Any) -> Outcome:
     if not isinstance(outcome, Outcome):
         raise OutputInvalid(f"{capability.name} returned {type(outcome).__name__}, not an Outcome or a dict.")
     outcome.data = json_safe(outcome.data)
-    errors = list(validator(capability.output_schema or {}).iter_errors(outcome.data))
+    errors = list(itertools.islice(validator(capability.output_schema or {}).iter_errors(outcome.data), 5))
     if errors:
+        # Described, not quoted: the output may carry the caller's input back, of any size, into the log.
         detail = "; ".join(
-            f"{'.'.join(map(str, error.absolute_path)) or '(output)'}: {error.message}" for error in errors[:5]
+            f"{dotted(error.absolute_path, '(output)')}: {schema_message(error)}" for error in errors[:5]
         )
         raise OutputInvalid(f"{capability.name} returned output that does not match its output_schema: {detail}")
     return outcome

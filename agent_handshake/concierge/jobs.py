@@ -20,6 +20,14 @@ Nothing is lost and nothing is done twice:
 
 Callbacks are sent by :func:`deliver_callback` under the same discipline: the row lock while delivering, state
 saved after each attempt, retries with exponential backoff and jitter, recovery of lost retries.
+
+A job acts on behalf of whoever started it, so an operator's refusal of its key reaches the work the key queued
+before: a verified agent's block (``VerifiedAgent.blocked``, code ``agent_blocked``), the key's revocation
+(``ApiKey.revoked_at``, ``key_revoked``) or its client's deactivation (``AgentClient.is_active``,
+``client_inactive``). The claim of such a job ends it ``cancelled`` with that code without running it, and its
+callback is given up, with the reason, instead of sent. A job already running is not interrupted; only its callback
+is withheld. Each is read by one subquery of the statement that locks the job anyway (:func:`owner_refusal`), and
+taking the key back into use revives nothing. A key's expiry is no such refusal: see :func:`owner_refusal`.
 """
 
 from __future__ import annotations
@@ -30,14 +38,15 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DatabaseError, models, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Case, CharField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..conf import app_settings
+from ..identity.trust import blocked_owner
 from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature
 from ..registry import Capability, capability_registry
 from . import callbacks, errors
@@ -115,7 +124,9 @@ def outcome_of(job: Job) -> Outcome | None:
     return Outcome(result.get("data") or {}, result.get("answer") or "", list(result.get("side_effects") or []))
 
 
-#: Front door name -> ``render(job) -> JSON body`` of its callbacks (registered by the front door at start-up).
+#: Front door name -> ``render(job) -> JSON body`` of its callbacks (registered by the front door at start-up). A
+#: renderer that cannot render now (IntentWeb's, while the site key does not load) raises
+#: :class:`~.errors.Unavailable`: the attempt counts as one to an unreachable receiver, tried again with the backoff.
 CALLBACK_RENDERERS: dict[str, Callable[[Job], dict[str, Any]]] = {}
 
 
@@ -140,9 +151,13 @@ def _claim(job_id: str) -> bool:
             Job.objects.select_for_update(skip_locked=True)
             .filter(pk=job_id, status__in=ACTIVE)
             .exclude(status=Status.RUNNING, started_at__gt=Now() - CLAIM_LEASE)
+            .annotate(owner_refusal=owner_refusal())
             .first()
         )
         if job is None:
+            return False
+        if job.owner_refusal:  # refused since it was queued (or since its last attempt): not run on its behalf
+            _owner_refused(job)
             return False
         if cancel_requested(job.pk):  # cancelled while its worker died, or between two attempts
             _cancelled(job)
@@ -250,6 +265,75 @@ def _cancelled(job: Job) -> None:
     job.save()
 
 
+class OwnerRefusal(NamedTuple):
+    """What a job refused for its owner says: its error's message, its progress, and why its callback was not sent
+    (the admin's column). Written for the operator who reads them, and for the agent, which may poll again once its
+    key is back in use."""
+
+    error: str
+    progress: str
+    callback: str
+
+
+#: :func:`owner_refusal`'s codes, the first that applies named: a block is the agent's own, whatever its key.
+OWNER_REFUSALS = {
+    "agent_blocked": OwnerRefusal(
+        "The job was not run: the DID that started it is blocked by the site's operators.",
+        "Cancelled: its agent is blocked",
+        "Not sent: the DID that started the job is blocked by the site's operators.",
+    ),
+    "key_revoked": OwnerRefusal(
+        "The job was not run: the API key that started it was revoked by the site's operators.",
+        "Cancelled: its API key is revoked",
+        "Not sent: the API key that started the job was revoked by the site's operators.",
+    ),
+    "client_inactive": OwnerRefusal(
+        "The job was not run: the agent client whose API key started it was made inactive by the site's operators.",
+        "Cancelled: its agent client is inactive",
+        "Not sent: the agent client whose API key started the job was made inactive by the site's operators.",
+    ),
+}
+
+
+def owner_refusal(key_field: str = "api_key") -> Subquery:
+    """A query expression: the code of :data:`OWNER_REFUSALS` that stops a row's API key (its field ``key_field``)
+    from having work done for it now, or NULL.
+
+    It is read where queued work would act for the key's holder (a worker claiming its job, a callback about to be
+    sent), whenever and however the refusal was set (the admin, ``save()``, an ``update()``), as one subquery of the
+    statement that locks the job anyway: no extra round trip, and the key's and client's rows are read, not locked
+    (a joined row would be locked by ``FOR UPDATE``, and ``SKIP LOCKED`` would then skip the job while a request of
+    the same key records its use). A job whose key was deleted has none (NULL): it is not refused here.
+
+    Unlike :meth:`ApiKey.refusal <agent_handshake.models.ApiKey.refusal>`, which refuses new requests, an expiry
+    does not count: it is the key's planned end, not an operator's judgement of its holder. A job the site accepted
+    while the key was valid is run, however long it waited in the queue, and its result sent, signed with the key's
+    secret, which the agent still holds: after the expiry the callback is its only way to that result, since its
+    polls are refused with the key."""
+    reason = Case(
+        When(blocked_owner("pk"), then=Value("agent_blocked")),
+        When(revoked_at__isnull=False, then=Value("key_revoked")),
+        When(client__is_active=False, then=Value("client_inactive")),
+        default=None,
+        output_field=CharField(),
+    )
+    return Subquery(ApiKey.objects.filter(pk=OuterRef(key_field)).order_by().values(reason=reason)[:1])
+
+
+def _owner_refused(job: Job) -> None:
+    """End a job that its owner's refusal (``job.owner_refusal``, :func:`owner_refusal`) caught before it ran:
+    ``cancelled`` with the refusal's code, no callback. A cancellation the agent asked for is moot."""
+    refusal = OWNER_REFUSALS[job.owner_refusal]
+    job.status = Status.CANCELLED
+    job.error = {"code": job.owner_refusal, "message": refusal.error}
+    job.progress = refusal.progress
+    job.finished_at = timezone.now()
+    CancelRequest.objects.filter(job_id=job.pk).delete()
+    if job.callback_url:
+        _withhold_callback(job)
+    job.save()
+
+
 def cancel(job_id: str) -> Job:
     """Cancel a job that has not finished, and return it.
 
@@ -345,6 +429,15 @@ def _schedule_callback(job: Job) -> None:
     transaction.on_commit(lambda: _enqueue_callback(job_id))
 
 
+def _withhold_callback(job: Job) -> None:
+    """Give the callback up unsent, for ``job.owner_refusal`` (the caller saves the job): recovery re-sends only
+    pending ones, so taking the key back into use later sends nothing."""
+    job.callback_state = Job.Callback.FAILED
+    job.callback_last_error = OWNER_REFUSALS[job.owner_refusal].callback
+    job.callback_next_attempt_at = None
+    job.recoveries, job.recover_after = 0, None
+
+
 def _backoff(attempt: int) -> float:
     """Exponential backoff with jitter: half the doubled delay fixed, half random ("equal jitter")."""
     delay = min(app_settings.CALLBACK_BACKOFF_MAX_SECONDS, app_settings.CALLBACK_BACKOFF_SECONDS * 2 ** (attempt - 1))
@@ -367,21 +460,37 @@ def deliver_callback(job_id: str) -> float | None:
             Job.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("api_key")
             .filter(pk=job_id, callback_state=Job.Callback.PENDING)
+            .annotate(owner_refusal=owner_refusal())
             .first()
         )
         if job is None:
             return None
-        body = json.dumps(CALLBACK_RENDERERS[job.protocol](job), separators=(",", ":")).encode()
-        headers = callback_headers(job, body)
-        now = timezone.now()
-        job.callback_attempts += 1
-        if headers is None:
-            job.callback_state = Job.Callback.FAILED
-            job.callback_last_error = "The API key's secret cannot be recomputed (SECRET_KEY changed); re-issue it."
+        if job.owner_refusal:  # not sent for a key the site has refused since, nor tried again
+            _withhold_callback(job)
             job.save()
             return None
+        now = timezone.now()
+        job.callback_attempts += 1
+        try:
+            body = json.dumps(CALLBACK_RENDERERS[job.protocol](job), separators=(",", ":")).encode()
+        except errors.Unavailable as error:
+            # The site cannot form the body right now (an IntentWeb envelope without its signing key): not sent, the
+            # reason kept where an operator reads it, and tried again like a receiver that cannot be reached.
+            logger.warning("Job %s: its callback was not sent: %s", job.pk, error.message)
+            result = callbacks.DeliveryResult(False, None, error.message, True, None, b"")
+        else:
+            headers = callback_headers(job, body)
+            if headers is None:
+                job.callback_state = Job.Callback.FAILED
+                job.callback_last_error = (
+                    "Not sent: no API key signs it (the key that started the job was deleted)."
+                    if job.api_key is None
+                    else "The API key's secret cannot be recomputed (SECRET_KEY changed); re-issue it."
+                )
+                job.save()
+                return None
+            result = callbacks.deliver(job.callback_url, body, headers)
         job.recoveries, job.recover_after = 0, None  # as in _claim
-        result = callbacks.deliver(job.callback_url, body, headers)
         job.callback_last_status = result.status
         job.callback_last_error = result.error[:255]
         countdown = None

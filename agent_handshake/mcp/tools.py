@@ -10,7 +10,8 @@ A result's ``content[0].text`` is the answer; the same data follows as JSON in a
 any revision) and, from ``2025-06-18``, as ``structuredContent``, declared by ``outputSchema`` where the capability
 has an ``output_schema``. Whatever the concierge refuses (credentials, scope, input, limits) is a tool error
 (``isError``) that says what to do, so a model can correct itself; an unknown tool or arguments that are not an
-object are JSON-RPC errors.
+object are JSON-RPC errors. Both answer with HTTP 200, so each is noted for the traffic insights as what it is
+(:func:`refusal`; the view notes the JSON-RPC errors).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..concierge.conversation import Owner, Question, Turn, converse
 from ..concierge.invocation import authorize
 from ..concierge.validation import check_query
 from ..identity.auth import Credentials
+from ..insights import recording
 from ..models import Job
 from ..registry import Capability, capability_registry
 from .jsonrpc import INVALID_PARAMS, RpcError
@@ -98,12 +100,13 @@ def _output_schema(capability: Capability) -> dict[str, Any] | None:
     return None
 
 
-def _tool(name: str, description: str, properties: dict[str, Any], revision: Revision) -> dict[str, Any]:
-    tool: dict[str, Any] = {
-        "name": name,
-        "description": description,
-        "inputSchema": {"type": "object", "properties": properties, "required": ["query"]},
-    }
+def _tool(
+    name: str, description: str, properties: dict[str, Any], revision: Revision, *, required: list[str] | None
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    tool: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
     if revision.at_least("2025-06-18"):
         tool["title"] = name.replace("_", " ").capitalize()
     return tool
@@ -119,6 +122,9 @@ def definitions(revision: Revision) -> list[dict[str, Any]]:
             capability.description,
             {"query": QUERY, "session_id": SESSION, **_input_properties(capability)},
             revision,
+            # A question needs its query. An action takes its input as fields, or in words, and asks for what is
+            # missing (a missing_field result), so it requires nothing a client must send before it can call.
+            required=None if capability.action_type else ["query"],
         )
         tool["inputSchema"].update(_local_definitions(capability))
         if revision.at_least("2025-03-26"):
@@ -130,15 +136,14 @@ def definitions(revision: Revision) -> list[dict[str, Any]]:
     names = {capability.name for capability in capabilities}
     if ASK not in names and any(c.name == "content_search" for c in capabilities):
         description = "Ask this site a question in natural language; the answer cites its sources."
-        tools.append(_tool(ASK, description, {"query": QUERY, "session_id": SESSION}, revision))
+        tools.append(_tool(ASK, description, {"query": QUERY, "session_id": SESSION}, revision, required=["query"]))
     if JOB_STATUS not in names and any(c.action_type == "async" for c in capabilities):
         description = (
             "The status of a job an async tool started (its job_id): running, or its result. "
             "Only the credentials that started the job can read it."
         )
         job_id = {"type": "string", "description": "The job_id the async tool returned."}
-        tool = _tool(JOB_STATUS, description, {"job_id": job_id}, revision)
-        tool["inputSchema"]["required"] = ["job_id"]
+        tool = _tool(JOB_STATUS, description, {"job_id": job_id}, revision, required=["job_id"])
         tools.append(tool)
     return tools
 
@@ -166,6 +171,15 @@ def tool_error(exc: errors.ConciergeError, revision: Revision) -> dict[str, Any]
     return {"content": [{"type": "text", "text": message}], "isError": True, "_meta": {"code": exc.code, **details}}
 
 
+def refusal(exc: errors.ConciergeError, exchange: Exchange) -> dict[str, Any]:
+    """What the concierge refused before or outside a call, as a tool error; noted for the traffic insights as the
+    status AHP would answer it with says (401 and 403 refused, 429 rate limited, else an error), since this one is
+    answered with 200. A call's own refusals are rendered by ``invoke`` and noted by the call."""
+    exchange.challenged |= isinstance(exc, errors.AuthRequired)
+    recording.note(outcome=recording.outcome_of_status(exc.status))
+    return tool_error(exc, exchange.revision)
+
+
 # --- calls ----------------------------------------------------------------------------------------------------
 
 
@@ -185,8 +199,7 @@ def call(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
             try:
                 return ask(arguments, exchange) if name == ASK else job_status(arguments, exchange)
             except errors.ConciergeError as exc:
-                exchange.challenged |= isinstance(exc, errors.AuthRequired)
-                return tool_error(exc, exchange.revision)
+                return refusal(exc, exchange)
     capability = capabilities.get(name)
     if capability is None:
         available = [tool["name"] for tool in definitions(exchange.revision)]
@@ -198,8 +211,7 @@ def call(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
             return invoke(capability, query, session_id, arguments, exchange)
         return answer(capability, query, session_id, exchange)
     except errors.ConciergeError as exc:
-        exchange.challenged |= isinstance(exc, errors.AuthRequired)
-        return tool_error(exc, exchange.revision)
+        return refusal(exc, exchange)
 
 
 def common_arguments(arguments: dict[str, Any], *, required: bool) -> tuple[str, str | None]:

@@ -6,11 +6,13 @@ A capability's outcome is an Answer whose one result is a schema.org Action: ``a
 outcome's plain-language ``description``. Missing input is an Elicitation with one question per field (answer it
 with the same ``query.capability`` and ``conversation_id``: the next ``query.text`` fills the fields in). An
 accepted ``async`` job is a Promise (HTTP 202) whose ``token`` ``/await`` takes: ``checkin`` answers another
-Promise while the job runs and the Answer once it is done; ``cancel`` stops it (see
+Promise while the job runs and the Answer once it is done, formatted as the ``/await``'s ``prefer`` asks, as an
+``/ask``'s would be; ``cancel`` stops it (see
 :func:`agent_handshake.concierge.jobs.cancel`). A job started in a conversation (after an Elicitation, or with
 its ``conversation_id``) is a turn of it: the Promise names it in ``_meta.session_context``, and so does every
 ``/await`` answer whose request names it. A job that failed, expired or was cancelled is a Failure
-(``JOB_FAILED``, ``EXPIRED``, ``CANCELLED``) with HTTP 200: the ``/await`` request itself succeeded. Only the
+(``JOB_FAILED``, ``EXPIRED``, ``CANCELLED``) with HTTP 200: the ``/await`` request itself succeeded (the traffic
+insights record it as an error of the job's capability, as every error in a 200 body is). Only the
 API key that started a job may await or cancel it (``async`` capabilities always need credentials, so every
 job has one); another key gets 403, as on AHP's status URL.
 """
@@ -27,11 +29,12 @@ from rest_framework.response import Response
 from ..concierge import calls, errors, jobs
 from ..concierge.invocation import Outcome, authorize
 from ..identity.auth import printable_ascii
+from ..insights import recording
 from ..models import ConverseSession, Job
 from ..registry import Capability, capability_registry
 from . import render
 from .actions import action_type
-from .request import Ask, Await
+from .request import Ask, Await, Preferences
 from .schema_org import CONTEXT
 
 
@@ -47,6 +50,20 @@ def action_item(capability: Capability, outcome: Outcome) -> dict[str, Any]:
     if outcome.side_effects:
         item["sideEffects"] = outcome.side_effects
     return item
+
+
+def action_answer(
+    capability: Capability, outcome: Outcome, preferences: Preferences, conversation_id: str | None
+) -> dict[str, Any]:
+    """A capability's outcome as an Answer in the format ``preferences`` ask for (the outcome's answer as the summary
+    when they ask for one): a synchronous call's on ``/ask``, a finished job's on ``/await``."""
+    summary = outcome.answer if preferences.summarize else None
+    return render.answer(
+        [action_item(capability, outcome)],
+        response_format=preferences.response_format,
+        conversation_id=conversation_id,
+        summary=summary,
+    )
 
 
 def field_questions(capability: Capability, missing: list[str]) -> list[dict[str, Any]]:
@@ -109,11 +126,7 @@ def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
             job = result.job
             conversation = job_conversation(job, ask.conversation_id)
             return 202, render.promise(job.pk, job.eta_seconds, "Accepted; await it with this token.", conversation)
-        summary = result.outcome.answer if ask.summarize else None
-        items = [action_item(capability, result.outcome)]
-        return 200, render.answer(
-            items, response_format=ask.response_format, conversation_id=result.session_id, summary=summary
-        )
+        return 200, action_answer(capability, result.outcome, ask, result.session_id)
 
     status, body = call.respond(rendered, idempotency_key)
     response = Response(body, status=status)
@@ -129,6 +142,7 @@ def await_job(view: Any, request: Request, wait: Await) -> HttpResponseBase:
     job = Job.objects.filter(pk=wait.token).first()
     if job is None:
         raise errors.NotFound("No job has this promise_token.", fields=["promise_token"])
+    recording.note(capability=job.capability)  # the request is about the job's capability, refused or answered
     if job.api_key_id != request.auth.key.pk:
         raise errors.Forbidden("These credentials did not start this job.")
     if wait.action == "cancel":
@@ -137,7 +151,7 @@ def await_job(view: Any, request: Request, wait: Await) -> HttpResponseBase:
         jobs.expire(pk=job.pk)
         job.refresh_from_db()
     conversation = job_conversation(job, wait.conversation_id)
-    return job_response(job, cancelling=wait.action == "cancel", conversation_id=conversation)
+    return job_response(job, wait, cancelling=wait.action == "cancel", conversation_id=conversation)
 
 
 FAILURES = {
@@ -156,7 +170,11 @@ def job_conversation(job: Job, conversation_id: str | None) -> str | None:
     return conversation_id if sessions.exists() else None
 
 
-def job_response(job: Job, *, cancelling: bool = False, conversation_id: str | None = None) -> Response:
+def job_response(
+    job: Job, preferences: Preferences, *, cancelling: bool = False, conversation_id: str | None = None
+) -> Response:
+    """The ``/await`` answer for ``job``: a Promise while it runs, its Answer (in the format ``preferences`` ask for)
+    once it is done, else a Failure."""
     if job.status in Job.ACTIVE:
         remaining = None
         if job.eta_seconds is not None:
@@ -170,8 +188,7 @@ def job_response(job: Job, *, cancelling: bool = False, conversation_id: str | N
     outcome = jobs.outcome_of(job)
     if outcome is not None:
         capability = capability_registry.get(job.capability) or Capability(job.capability, "", mode="MODE3")
-        return Response(render.answer([action_item(capability, outcome)], response_format="conv_search",
-                                      conversation_id=conversation_id))  # fmt: skip
+        return Response(action_answer(capability, outcome, preferences, conversation_id))
     reason, message, details = errors.split_job_error(job.error)
     details.pop("reason", None)
     failure = errors.ConciergeError(
@@ -180,4 +197,5 @@ def job_response(job: Job, *, cancelling: bool = False, conversation_id: str | N
         reason=reason or job.status,
         **details,  # the refusal's details (its fields), as a synchronous Failure has them
     )
+    recording.note(outcome=recording.Outcome.ERROR)  # an error in a 200 body: the request succeeded, the job did not
     return Response(render.failure(failure, conversation_id), status=200)
