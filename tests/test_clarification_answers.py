@@ -18,8 +18,10 @@ pytestmark = pytest.mark.django_db
 URL = "/agent/converse"
 #: A product the first turn's query does not name, named by an answer: by its SKU or its name.
 SKU, NAME = "LK-TEA-0014", "Kakegawa Fukamushi Sencha"
-#: A request that fits several capabilities alike on the demo content: routing asks which one was meant.
-AMBIGUOUS = "teapot"
+#: A request that fits several capabilities alike on the demo content: routing asks which one was meant (among
+#: custom_quote, check_inventory and escalate_to_human). Not "teapot" alone: a bare topic is a question for the
+#: content, which no action competes for (tests/test_routing_topics.py).
+AMBIGUOUS = "more teapots please"
 
 
 def converse(client, body, **headers):
@@ -204,6 +206,18 @@ def test_words_that_fit_no_option_clearly_choose_nothing(client, demo_content):
     assert_refused_and_still_open(client, session_id, options, answer)
 
 
+#: Words that mean nothing about any option. MiniLM gives short unrelated texts a cosine of about 0.2 to 0.34
+#: with the options' texts, which cleared ROUTING_MIN_SCORE (0.2) among them: each of these chose an option
+#: ("teleport" and "hello" escalate_to_human, "yes" check_inventory, "pizza" custom_quote).
+UNRELATED_ANSWERS = ["teleport", "hello", "yes", "pizza", "never mind"]
+
+
+@pytest.mark.parametrize("answer", UNRELATED_ANSWERS)
+def test_words_unrelated_to_every_option_choose_nothing(client, demo_content, answer):
+    session_id, options = offered(client)
+    assert_refused_and_still_open(client, session_id, options, answer)
+
+
 def test_words_that_fit_one_option_clearly_choose_it(client, demo_content):
     session_id, _ = offered(client)
     response, body = converse(client, {"query": AMBIGUOUS, "session_id": session_id, "clarification": "is it in stock"})
@@ -222,9 +236,41 @@ def test_choose_picks_only_what_the_answer_names_or_clearly_means(demo_content):
         assert routing.choose(answer, candidates) is None, answer
 
 
+#: Answers in words that mean one option, and the option (among custom_quote, check_inventory, escalate_to_human):
+#: the options' intents, the words of the tests above, short paraphrases.
+MEANT = [
+    ("Get a price quote", "custom_quote"),
+    ("Check whether a product is in stock", "check_inventory"),
+    ("Talk to a person", "escalate_to_human"),
+    ("is it in stock", "check_inventory"),
+    ("how much would it cost", "custom_quote"),
+    ("a price quote", "custom_quote"),
+    ("quote", "custom_quote"),
+    ("discount", "custom_quote"),
+    ("sold out?", "check_inventory"),
+    ("how many are left", "check_inventory"),
+    ("speak to someone", "escalate_to_human"),
+    ("a human", "escalate_to_human"),
+]
+
+
+def test_words_choose_an_option_only_by_fitting_it_better_than_unrelated_words_fit_any(demo_content):
+    """An answer in words names no option: it chooses one only when it fits it at least
+    ``ROUTING_CHOICE_MIN_SCORE``, which words unrelated to every option do not reach, and the words that mean an
+    option do."""
+    candidates = [capability_registry.get(name) for name in ("custom_quote", "check_inventory", "escalate_to_human")]
+    floor = routing.app_settings.ROUTING_CHOICE_MIN_SCORE
+    for answer in UNRELATED_ANSWERS:
+        assert routing.rank(answer, candidates)[0].score >= routing.app_settings.ROUTING_MIN_SCORE, answer
+        assert routing.choose(answer, candidates) is None, answer
+    for answer, meant in MEANT:
+        assert routing.rank(answer, candidates)[0].score >= floor, answer
+        assert routing.choose(answer, candidates).name == meant, answer
+
+
 def test_a_question_is_not_rewritten_by_another_capabilitys_open_question(client, demo_content):
-    """content_search read any open question as its own: after routing asked which capability "teapot" was for, a
-    question sent with the session and a clarification was answered as "teapot" (the routing question's stored
+    """content_search read any open question as its own: after routing asked which capability AMBIGUOUS was for, a
+    question sent with the session and a clarification was answered as AMBIGUOUS (the routing question's stored
     query) plus the clarification. It reads only its own (a clarification with no ``kind``); another's question is
     closed by its turn."""
     response, body = converse(client, {"query": AMBIGUOUS})

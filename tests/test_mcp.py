@@ -311,7 +311,8 @@ def test_tools_are_the_manifests_capabilities_plus_ask_and_job_status(client, de
         tool = tools[entry["name"]]
         assert tool["description"] == entry["description"]
         schema = tool["inputSchema"]
-        assert schema["required"] == ["query"]
+        # An action takes its input as fields or asks for what is missing, so only a question needs its query.
+        assert schema.get("required") == (None if entry.get("action_type") else ["query"]), entry["name"]
         assert {"query", "session_id"} <= set(schema["properties"])
         if entry.get("input_schema"):
             assert set(entry["input_schema"]["properties"]) <= set(schema["properties"])
@@ -624,3 +625,15 @@ def test_an_input_schema_with_local_definitions_keeps_them_in_the_tool(client, r
     jsonschema.validate({"query": "stock", "sku": "LK-1"}, tool["inputSchema"])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"query": "stock", "sku": "tea"}, tool["inputSchema"])
+
+
+def test_an_action_called_as_its_advertised_input_schema_allows(client, demo_content):
+    """A client that builds its call from tools/list (as hosts do: the schema's required fields, then what it knows)
+    sends an action its fields without a query; the schema must allow that call, and the call must run."""
+    _, body = rpc(client, "tools/list", version="2025-06-18")
+    tool = next(t for t in body["result"]["tools"] if t["name"] == "book_appointment")
+    booking = {name: value for name, value in tasting_booking().items() if name != "query"}
+    jsonschema.validate(booking, tool["inputSchema"])  # what the server advertises accepts it
+    _, body = call(client, "book_appointment", booking, version="2025-06-18", HTTP_AUTHORIZATION=f"Bearer {key()}")
+    assert body["result"]["isError"] is False, body
+    assert Appointment.objects.get().reference == body["result"]["structuredContent"]["reference"]

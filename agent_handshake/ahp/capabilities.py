@@ -20,7 +20,7 @@ from typing import Any
 from django.http import HttpResponseBase
 from rest_framework.request import Request
 
-from ..concierge.validation import named
+from ..concierge.validation import MAX_PROBLEMS, named
 from ..registry import Capability
 from .converse import ConverseView, converse_capabilities
 from .openapi import CapabilityOperation
@@ -65,10 +65,12 @@ class CapabilityView(ConverseView):
         unknown = sorted({named(key) for key in data if key not in COMMON and key not in fields and key != "auth"})
         if unknown:
             accepted = ", ".join([*COMMON, *fields])
+            listed = ", ".join(unknown[:MAX_PROBLEMS])  # a refusal does not grow with the keys sent
+            more = f" and {len(unknown) - MAX_PROBLEMS} more" if len(unknown) > MAX_PROBLEMS else ""
             raise RequestError(
                 "invalid_request",
-                f"Unknown field(s) for {name!r}: {', '.join(unknown)}; it takes {accepted}.",
-                fields=unknown,
+                f"Unknown field(s) for {name!r}: {listed}{more}; it takes {accepted}.",
+                fields=unknown[:MAX_PROBLEMS],
             )
         body: dict[str, Any] = {"capability": name, **{k: data[k] for k in COMMON if k in data}}
         given = {key: data[key] for key in fields if key in data}

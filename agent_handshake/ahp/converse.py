@@ -86,15 +86,16 @@ class ConverseView(AHPView):
             extra = dict(exc.extra)
             return error_response(extra.pop("status", 400), exc.code, exc.message, **extra)
         request.user  # noqa: B018 - authenticates (headers, then the body's auth field)
-        self.count(request)
         credentials = request.auth
         django_request = request._request
         anonymous_name = converse_request.requesting_agent if credentials is None else ""
+        # The name is counted before the network's count may refuse: a 429 waits for whichever resets last.
         agent = ratelimit.count_agent(django_request, anonymous_name) if anonymous_name else None
         if agent is not None:
             self.counter.usages.append(agent)
-            if agent.exceeded:
-                return rate_limited(agent, "Rate limit exceeded for this agent identity.")
+        self.count(request)
+        if agent is not None and agent.exceeded:
+            return rate_limited(self.counter.refusal(agent), "Rate limit exceeded for this agent identity.")
         capabilities = converse_capabilities()
         if converse_request.capability is None and capabilities:
             routed = self.routed(converse_request, capabilities, credentials, django_request)

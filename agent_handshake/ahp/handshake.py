@@ -27,8 +27,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..concierge import errors
-from ..conf import app_settings
 from ..frontdoor import described
+from ..hosts import base_url
 from ..identity import handshake
 from ..identity.did import SIGNATURE_BYTES, decode
 from ..identity.site_key import b64url
@@ -111,9 +111,9 @@ HANDSHAKE_VERIFY = _operation(
 
 
 def site_url(request: Request) -> str:
-    """Scheme and host the site is reached at: ``BASE_URL``, as every door's links (and the protobuf answer's
-    ``agent_id``) use, else the request's own. Behind a proxy the request's host is not the agents' way in."""
-    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+    """Scheme and host the site is reached at, as every door's links (and the protobuf answer's ``agent_id``) use:
+    ``BASE_URL``, else the request's host with a port only where the server listens (:mod:`agent_handshake.hosts`)."""
+    return base_url(request)
 
 
 def refused(exc: handshake.HandshakeRefused) -> errors.ConciergeError:

@@ -8,7 +8,7 @@ from typing import Any
 from django.utils import timezone
 
 from .. import state
-from ..concierge import jobs
+from ..concierge import errors, jobs
 from ..concierge.invocation import Outcome
 from ..models import Job
 from ..registry import Capability, capability_registry
@@ -75,9 +75,10 @@ def status_body(job: Job) -> dict[str, Any]:
         body["meta"] = response_meta(capability, job.content_type, fallback, dict(state.snapshot().site_signals))
         return body
     if job.status in (Job.Status.FAILED, Job.Status.CANCELLED):  # §9.2 knows no "cancelled": failed, code cancelled
-        error = job.error or {"code": "concierge_error", "message": "The job failed."}
-        body["progress"] = error["message"]
-        body["error"] = error
+        code, message, details = errors.split_job_error(job.error)
+        message = message or "The job failed."
+        body["progress"] = message
+        body["error"] = {"code": code or "concierge_error", "message": message, **details}
         return body
     body["progress"] = job.progress
     if job.status == Job.Status.EXPIRED:

@@ -15,13 +15,14 @@ search for, filter dates that do not exist or that PostgreSQL cannot store).
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..concierge.errors import InvalidInput
 from ..concierge.invocation import SchemaValidator
-from ..concierge.validation import check_query, load_object, moment, schema_error_fields
+from ..concierge.validation import MAX_PROBLEMS, check_query, load_object, moment, schema_error_fields
 
 TYPE = {"type": "string", "pattern": r"^(text|application|media|file|x-[a-z][a-z0-9-]*)/[a-z][a-z0-9_-]*$"}
 DATE = {"type": "string", "maxLength": 40}
@@ -112,9 +113,12 @@ def parse_data(data: dict[str, Any]) -> ConverseRequest:
     missing = [name for name in ("query",) if name not in data or data[name] in (None, "")]
     if missing:
         raise RequestError("missing_field", f"Required field(s) missing: {', '.join(missing)}.", fields=missing)
-    errors = sorted(_validator.iter_errors(data), key=lambda error: list(error.absolute_path))
+    # The first MAX_PROBLEMS errors: each item of a long array can fail, and neither the refusal nor the work of
+    # finding its errors should grow with the array.
+    found = itertools.islice(_validator.iter_errors(data), MAX_PROBLEMS)
+    errors = sorted(found, key=lambda error: list(error.absolute_path))
     if errors:
-        problems = [problem for error in errors for problem in schema_error_fields(error)]
+        problems = [problem for error in errors for problem in schema_error_fields(error)][:MAX_PROBLEMS]
         # An element of the intent vector is named by the vector (its index is in the message).
         fields = sorted({re.sub(r"^(context\.intent_vector)\..*", r"\1", path) for path, _ in problems})
         detail = "; ".join(f"{path}: {message}" for path, message in problems[:5])

@@ -1,4 +1,5 @@
-"""The capabilities the app itself provides, registered in the one capability registry at start-up.
+"""The capabilities the app itself provides, registered in the one capability registry at start-up and kept in step
+with the content registry after it (a model registered or unregistered later).
 
 - ``contact`` (MODE1): the site profile's contact details, once it has some;
 - ``site_info`` (MODE2): the profile and the pages whose config says ``site_info = True``;
@@ -71,14 +72,14 @@ SITE_INFO_DESCRIPTION = (
 )
 
 
-def _register(capability: Capability) -> None:
-    if capability_registry.get(capability.name) is None:
-        capability_registry.register(capability)
+def _has_contact() -> bool:
+    return bool(state.snapshot().contact)
 
 
-def register_builtin_capabilities() -> None:
-    """Register the built-in capabilities; call after the ``agents`` modules are imported."""
-    _register(
+def builtin_capabilities() -> list[Capability]:
+    """The capabilities the app offers for the content registered now: ``contact`` always, the others once a model
+    is registered."""
+    capabilities = [
         Capability(
             name="contact",
             description=CONTACT_DESCRIPTION,
@@ -86,14 +87,14 @@ def register_builtin_capabilities() -> None:
             examples=CONTACT_EXAMPLES,
             response_types=["application/data", "text/answer"],
             handler=answering.contact,
-            available=lambda: bool(state.snapshot().contact),
+            available=_has_contact,
         )
-    )
+    ]
     configs = list(content_registry)
     if not configs:
-        return
+        return capabilities
     about = tuple(config.label for config in configs if config.site_info)
-    _register(
+    capabilities.append(
         Capability(
             name="site_info",
             description=SITE_INFO_DESCRIPTION,
@@ -104,7 +105,7 @@ def register_builtin_capabilities() -> None:
             handler=answering.site_info,
         )
     )
-    _register(
+    capabilities.append(
         Capability(
             name="content_search",
             description="Find specific content, posts or pages by topic; answers with sources.",
@@ -118,7 +119,7 @@ def register_builtin_capabilities() -> None:
         if config.content_type in PLAIN_TYPES:
             continue
         meta = config.model._meta
-        _register(
+        capabilities.append(
             Capability(
                 name=config.get_capability_name(),
                 description=config.capability_description or f"Retrieve a {meta.verbose_name} by title, topic or ID.",
@@ -129,3 +130,42 @@ def register_builtin_capabilities() -> None:
                 handler=answering.content_answer,
             )
         )
+    return capabilities
+
+
+def register_builtin_capabilities() -> None:
+    """Register the built-in capabilities, or bring them in step with the content registry after it changed.
+
+    Called after the ``agents`` modules are imported, and again (see :func:`content_registry_changed`) whenever a
+    model is registered or unregistered later: a model registered after start-up gets its ``get_<model>``
+    capability, and ``site_info`` its pages, as one registered before does; an unregistered one loses them.
+    Each is registered unless a site's capability took its name (that one is kept: check W007); those the app
+    registered are in ``capability_registry.builtin``, and only those are changed or taken away.
+    """
+    wanted = {capability.name: capability for capability in builtin_capabilities()}
+    ours = capability_registry.builtin
+
+    def is_ours(capability: Capability) -> bool:
+        return any(capability is own for own in ours)
+
+    for capability in capability_registry:
+        if capability.name not in wanted and is_ours(capability):
+            capability_registry.unregister(capability.name)
+    for name, capability in wanted.items():
+        current = capability_registry.get(name)
+        if current is not None and not is_ours(current):
+            continue  # the site's own
+        # The one registered before when it is the same (unregistering a model and registering it again changes
+        # nothing), so that the list of ours does not grow with every change.
+        capability = next((own for own in ours if own == capability), capability)
+        if not is_ours(capability):
+            ours.append(capability)
+        if current is None:
+            capability_registry.register(capability)
+        elif current is not capability:
+            capability_registry.replace(capability)  # site_info's pages changed: in its place in the documents
+
+
+def content_registry_changed(**kwargs: object) -> None:
+    """A receiver of ``model_registered`` and ``model_unregistered`` (connected by ``signal_handlers.connect()``)."""
+    register_builtin_capabilities()

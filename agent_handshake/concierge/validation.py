@@ -7,6 +7,9 @@ not). JSON nested more than :data:`MAX_DEPTH` levels is refused before anything 
 encoder accepts (NUL, an unpaired surrogate from a ``\\ud800`` escape), a question with nothing to search for,
 and a date that does not exist or that PostgreSQL cannot store. Each refusal is an
 :class:`~.errors.InvalidInput` naming the field, so each front door reports it in its own shape.
+
+A value that fails a JSON Schema is described, never quoted whole (:func:`schema_message`): jsonschema's own
+messages begin with the value they refuse, and a caller's value is as large as ``MAX_REQUEST_BYTES`` allows.
 """
 
 from __future__ import annotations
@@ -34,11 +37,19 @@ MAX_UTC_OFFSET = datetime.timedelta(hours=14)
 #: The most of a name the client chose (a key, a capability in a path, a method) that an error quotes: a capability
 #: name's maxLength in the AHP request schema.
 NAME_LENGTH = 64
+#: The most of a value the client sent (a string, a number) that an error quotes.
+VALUE_LENGTH = 40
+#: The most values of a schema's ``enum`` an error lists; the rest are counted.
+CHOICES_SHOWN = 10
+#: The most fields one refusal of a schema names: each item of a long array can fail, and the refusal should not
+#: grow with the array.
+MAX_PROBLEMS = 10
 
 
 def dotted(path: Any, whole: str = "(body)") -> str:
-    """A path into the JSON as one name (``whole`` for the validated value itself)."""
-    return ".".join(str(part) for part in path) or whole
+    """A path into the JSON as one name (``whole`` for the validated value itself), each key cut (:func:`named`):
+    the keys are the client's."""
+    return ".".join(named(str(part)) for part in path) or whole
 
 
 def named(name: str) -> str:
@@ -48,22 +59,148 @@ def named(name: str) -> str:
 
 
 def schema_error_fields(error: jsonschema.ValidationError, whole: str = "(body)") -> list[tuple[str, str]]:
-    """The fields a schema error is about, each dotted (:func:`dotted`) with what is wrong with it.
+    """The fields a schema error is about, each dotted (:func:`dotted`) with what is wrong with it
+    (:func:`schema_message`).
 
     An ``additionalProperties: false`` error's path is the object that holds the keys the schema does not allow,
-    and its message quotes them whole: each key is named instead, cut (:func:`named`), as the field to remove."""
+    and its message quotes them whole: each key is named instead (at most :data:`MAX_PROBLEMS`), cut
+    (:func:`named`), as the field to remove."""
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         known = schema.get("properties") or {}
         patterns = schema.get("patternProperties") or {}
         unexpected = [
-            (dotted([*error.absolute_path, named(key)]), "no such property is allowed")
+            (dotted([*error.absolute_path, key]), "no such property is allowed")
             for key in error.instance
             if key not in known and not any(re.search(pattern, key) for pattern in patterns)
         ]
         if unexpected:
-            return unexpected
-    return [(dotted(error.absolute_path, whole), error.message)]
+            return unexpected[:MAX_PROBLEMS]
+    return [(dotted(error.absolute_path, whole), schema_message(error))]
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, the last an ellipsis when it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: Each JSON type as a sentence names it.
+TYPE_NAMES = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "a boolean",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+}
+
+
+def kind(value: Any) -> str:
+    """The JSON type of ``value``, as a sentence names it ("an object")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return f"an array of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} propert{'ies' if len(value) != 1 else 'y'}"
+    return type(value).__name__
+
+
+def shown(value: Any) -> str:
+    """A value the client sent, as an error may quote it: a string quoted and escaped (``repr``, so control and
+    invisible characters show as escapes), a number, ``true``/``false``/``null``, each in at most about
+    :data:`VALUE_LENGTH` characters; an array or object by its type and size alone."""
+    if isinstance(value, str):
+        return repr(cut(value, VALUE_LENGTH))
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        try:
+            return cut(str(value), VALUE_LENGTH)
+        except ValueError:  # an integer past Python's limit on digits to print
+            return "a very long number"
+    return kind(value)
+
+
+def listed(value: Any) -> str:
+    """A value the schema itself holds (an ``enum``'s, a ``const``), as an error lists it: a string as it is, any
+    other value as JSON; cut to :data:`VALUE_LENGTH` characters either way."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return cut(text, VALUE_LENGTH)
+
+
+def _count(number: Any, noun: str, plural: str | None = None) -> str:
+    return f"{listed(number)} {noun if number == 1 else plural or noun + 's'}"
+
+
+def schema_message(error: jsonschema.ValidationError) -> str:
+    """What ``error`` says is wrong, from its keyword, the schema's own value for it and at most a short rendering
+    of what was sent (:func:`shown`): never jsonschema's message, which begins with the whole value refused. The
+    sentence has no subject: a field's path goes before it ("code: must be at most 10 characters (got 50000)")."""
+    keyword, expected, instance = error.validator, error.validator_value, error.instance
+    if "propertyNames" in error.relative_schema_path:  # the instance is a key, the path its object's
+        return "has a property name that does not satisfy its schema's propertyNames"
+    if keyword == "type":
+        types = expected if isinstance(expected, list) else [expected]
+        return f"must be {' or '.join(TYPE_NAMES.get(name) or listed(name) for name in types)}, not {kind(instance)}"
+    if keyword == "enum" and isinstance(expected, list):
+        choices = ", ".join(listed(choice) for choice in expected[:CHOICES_SHOWN])
+        if len(expected) > CHOICES_SHOWN:
+            choices += f" (and {len(expected) - CHOICES_SHOWN} more)"
+        return f"must be one of: {choices}; got {shown(instance)}"
+    if keyword == "const":
+        wanted = json.dumps(expected, ensure_ascii=False, default=str)  # quoted: "yes", not yes
+        return f"must be {cut(wanted, VALUE_LENGTH)}; got {shown(instance)}"
+    if keyword in ("maxLength", "minLength") and isinstance(instance, str):
+        if keyword == "minLength" and expected == 1:
+            return "must not be empty"
+        limit = "at most" if keyword == "maxLength" else "at least"
+        return f"must be {limit} {_count(expected, 'character')} long (got {len(instance)})"
+    if keyword in ("maxItems", "minItems") and isinstance(instance, list):
+        limit = "at most" if keyword == "maxItems" else "at least"
+        return f"must have {limit} {_count(expected, 'item')} (got {len(instance)})"
+    if keyword in ("maxProperties", "minProperties") and isinstance(instance, dict):
+        limit = "at most" if keyword == "maxProperties" else "at least"
+        return f"must have {limit} {_count(expected, 'property', 'properties')} (got {len(instance)})"
+    bounds = {
+        "maximum": "at most",
+        "minimum": "at least",
+        "exclusiveMaximum": "less than",
+        "exclusiveMinimum": "greater than",
+        "multipleOf": "a multiple of",
+    }
+    if keyword in bounds:
+        return f"must be {bounds[keyword]} {listed(expected)}; got {shown(instance)}"
+    if keyword == "pattern":
+        return f"must match the pattern {cut(str(expected), 2 * NAME_LENGTH)}; got {shown(instance)}"
+    if keyword == "format":
+        return f"must be a valid {cut(str(expected), NAME_LENGTH)}; got {shown(instance)}"
+    if keyword in ("required", "dependencies", "dependentRequired"):
+        return error.message  # names from the schema alone: "'email' is a required property"
+    messages = {
+        "uniqueItems": "must not hold the same item twice",
+        "contains": "must hold at least one item that satisfies its schema",
+        "additionalItems": "has more items than its schema allows",
+        "additionalProperties": "has properties its schema does not allow",
+        "not": "must not satisfy the schema given under 'not'",
+        "anyOf": "does not satisfy any of the schemas it may take (anyOf)",
+        "allOf": "does not satisfy all of its schemas (allOf)",
+        None: "is not allowed here",  # a ``false`` schema
+    }
+    if keyword == "oneOf":
+        if error.context:
+            return "does not satisfy any of the schemas it may take (oneOf)"
+        return "satisfies more than one of the schemas it may take, where it must satisfy exactly one (oneOf)"
+    return messages.get(keyword, f"does not satisfy its schema's {cut(str(keyword), NAME_LENGTH)!r}")
 
 
 def unstorable(text: str) -> bool:

@@ -17,7 +17,8 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
   sends none), and no session: no ``Mcp-Session-Id`` is issued or checked;
 - a JSON-RPC error's HTTP status is 400 for a body that is not JSON-RPC (and, on 2026-07-28, the statuses that
   revision assigns); a request the concierge refuses as a whole (credentials, limits, size) gets the HTTP status
-  AHP would (401, 429, 413) with a JSON-RPC error body;
+  AHP would (401, 429, 413) with a JSON-RPC error body; the traffic insights record a JSON-RPC error, or a tool
+  error, answered with 200 as the error it is (README, "What is recorded"), not as the success the status says;
 - a 401, and a tool that needed credentials, carry ``WWW-Authenticate`` with ``resource_metadata`` pointing at
   the RFC 9728 metadata (:class:`ProtectedResourceMetadataView`). Keys come from the site owner: we run no OAuth
   authorization server.
@@ -43,16 +44,14 @@ from ..concierge import errors
 from ..concierge.answering import combined_signals
 from ..conf import app_settings
 from ..frontdoor import AgentJSONParser, FrontDoorView, described
+from ..hosts import base_url
 from ..identity.authentication import AgentKeyAuthentication, BodyCredentialsAuthentication
+from ..insights import recording
 from . import jsonrpc, server
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from .openapi import MCP
 from .tools import Exchange
 from .versions import BATCHING_VERSIONS, VERSIONS, Revision, batch_version, revision_of, unsupported
-
-
-def base_url(request: HttpRequest) -> str:
-    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
 
 
 def challenge(request: HttpRequest) -> str:
@@ -175,6 +174,7 @@ class MCPView(FrontDoorView):
         try:
             message = jsonrpc.parse(data)
         except RpcError as exc:
+            recording.note(outcome=recording.Outcome.ERROR)  # in a batch, its HTTP status is the batch's 200
             request_id = data.get("id") if isinstance(data, dict) and jsonrpc.valid_id(data.get("id")) else None
             return exc.body(request_id), 400
         if message.kind != "request":
@@ -193,6 +193,8 @@ class MCPView(FrontDoorView):
             self.exchanges.append(exchange)
             return jsonrpc.result(message.id, server.dispatch(message, exchange)), 200
         except RpcError as exc:
+            # An error in a 200 body, on the revisions that answer errors so: the status would say it is a success.
+            recording.note(outcome=recording.Outcome.ERROR)
             if revision is None or revision.modern:
                 status = HTTP_STATUS.get(exc.code, 200)
             else:

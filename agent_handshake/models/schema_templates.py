@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models.signals import pre_save
 from django.utils.translation import gettext_lazy as _
 from pgvector.django import VectorField
 
@@ -43,8 +46,22 @@ class SchemaTemplate(models.Model):
         return f"{self.scenario}_v{self.version}"
 
 
+def language_tag(value: str) -> str:
+    """A language tag as translations are kept and looked up: lower case, subtags joined by hyphens."""
+    return value.strip().lower().replace("_", "-")
+
+
 class SchemaKeyText(models.Model):
-    """An editor's semantic description of one key of a template, in one language (blank: the default one)."""
+    """An editor's semantic description of one key of a template, in one language (blank: the default one).
+
+    ``language`` is stored as the templates look it up (:func:`language_tag`: ``FR`` is ``fr``, ``pt_BR`` is
+    ``pt-br``), so the unique constraint on (template, key, language) refuses a second text in a language however
+    its tag is written. A ``pre_save`` receiver normalises it on every save (``save()``, ``create()``,
+    ``get_or_create()``, the admin, and ``loaddata``'s raw save of a fixture); ``clean()`` does it before
+    ``full_clean()`` checks the constraint. ``QuerySet.update()`` and ``bulk_create()`` send no signal and call no
+    ``save()``: normalise the tag yourself there (with :func:`language_tag`), and in a lookup such as
+    ``filter(language=...)`` or ``update_or_create(language=...)``, which compares the tag as written. Should a
+    duplicate be stored anyway, the template publishes the text edited last."""
 
     template = models.ForeignKey(SchemaTemplate, on_delete=models.CASCADE, related_name="texts")
     key_name = models.CharField(_("key"), max_length=64)
@@ -65,6 +82,18 @@ class SchemaKeyText(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key_name} ({self.language or 'default'})"
+
+    def clean(self) -> None:
+        super().clean()
+        self.language = language_tag(self.language or "")
+
+
+def normalise_key_text_language(sender: type, instance: SchemaKeyText, **kwargs: Any) -> None:
+    """Before any save of a key text, raw ones included (``loaddata`` calls ``save_base``, not ``save()``)."""
+    instance.language = language_tag(instance.language or "")
+
+
+pre_save.connect(normalise_key_text_language, sender=SchemaKeyText, dispatch_uid="agent_handshake.key_text_language")
 
 
 class ProposedField(models.Model):

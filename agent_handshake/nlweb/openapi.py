@@ -42,6 +42,11 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "properties": {
             "promise_token": {"type": "string"},
             "action": {"type": "string", "enum": ["checkin", "cancel"]},
+            "prefer": {
+                "type": "object",
+                "properties": {"response_format": {}, "mode": {"type": "string"}, "streaming": {"type": "boolean"}},
+            },
+            "meta": OBJECT,
         },
     },
     "NLWebResponse": {

@@ -7,7 +7,9 @@ accepted as ``../shared/specs/NOTES.md`` decides (README, "NLWeb"):
   ``chatgpt_app`` is the other; a list is the formats the client accepts (the first we speak is answered);
   anything else is answered as ``conv_search``;
 - ``prefer.mode`` ``summarize`` adds the answer text; every other mode (``list``, the examples' ``detailed``)
-  is a list.
+  is a list;
+- ``/await`` reads ``prefer`` as ``/ask`` does (:class:`Preferences`): a finished job's Answer is formatted as
+  the ``/await`` asks.
 
 Query attributes besides ``text`` are schema.org filters: ``itemType`` (the results' ``@type``, or its IRI),
 ``price`` ("less than $20", "under 20", "$10-$30", "10 to 30", "over 5", "at least 5", "15"), and
@@ -53,8 +55,25 @@ class PriceRange:
     high: Decimal | None = None
 
 
+@dataclass(kw_only=True)
+class Preferences:
+    """``prefer`` (§3.3): how the answer is formatted and delivered, negotiated per request as HTTP content is.
+    ``/ask`` reads it, and so does ``/await``: §4.2 says it "returns a standard NLWeb Response", whose Answer §4.1.1
+    formats "as specified by the 'response_format' in the request"; its example carries only ``meta``, and a
+    request without ``prefer`` gets ``conv_search`` on either."""
+
+    response_format: str = "conv_search"
+    mode: str = "list"
+    streaming: bool = False
+    language: str = ""
+
+    @property
+    def summarize(self) -> bool:
+        return self.mode == "summarize" or self.response_format == "chatgpt_app"
+
+
 @dataclass
-class Ask:
+class Ask(Preferences):
     text: str
     #: ``query.site``: the corpora to search (none named: this site's).
     sites: list[str] = field(default_factory=list)
@@ -65,23 +84,15 @@ class Ask:
     previous: list[str] = field(default_factory=list)
     context_text: str = ""
     memory: list[str] = field(default_factory=list)
-    response_format: str = "conv_search"
-    mode: str = "list"
-    streaming: bool = False
-    language: str = ""
     conversation_id: str | None = None
     version: str = VERSION
     #: Our extension: the MODE3 capability to invoke, and its input.
     capability: str | None = None
     input: dict[str, Any] | None = None
 
-    @property
-    def summarize(self) -> bool:
-        return self.mode == "summarize" or self.response_format == "chatgpt_app"
-
 
 @dataclass
-class Await:
+class Await(Preferences):
     token: str
     action: str
     version: str = VERSION
@@ -219,16 +230,21 @@ def parse_ask(data: dict[str, Any]) -> Ask:
     ask.context_text = _string(context, "text", "context.text", limit=2048) or ""
     ask.memory = _strings(context.get("memory"), "context.memory")
 
+    _read_prefer(data, ask)
+    ask.version, ask.conversation_id = _meta(data)
+    return ask
+
+
+def _read_prefer(data: dict[str, Any], preferences: Preferences) -> None:
+    """``prefer`` into ``preferences`` (an ``Ask`` or an ``Await``)."""
     prefer = _object(data, "prefer")
-    ask.response_format = _response_format(prefer.get("response_format"))
-    ask.mode = (_string(prefer, "mode", "prefer.mode", limit=64) or "list").lower()
+    preferences.response_format = _response_format(prefer.get("response_format"))
+    preferences.mode = (_string(prefer, "mode", "prefer.mode", limit=64) or "list").lower()
     streaming = False if prefer.get("streaming") is None else prefer["streaming"]  # null is absent
     if not isinstance(streaming, bool):
         raise InvalidInput("prefer.streaming must be true or false.", fields=["prefer.streaming"])
-    ask.streaming = streaming
-    ask.language = _string(prefer, "accept-language", "prefer.accept-language", limit=35) or ""
-    ask.version, ask.conversation_id = _meta(data)
-    return ask
+    preferences.streaming = streaming
+    preferences.language = _string(prefer, "accept-language", "prefer.accept-language", limit=35) or ""
 
 
 def parse_await(data: dict[str, Any]) -> Await:
@@ -239,4 +255,6 @@ def parse_await(data: dict[str, Any]) -> Await:
     if not isinstance(action, str) or action.lower() not in ACTIONS:
         raise InvalidInput("action must be 'checkin' or 'cancel'.", fields=["action"])
     version, conversation = _meta(data)
-    return Await(token=token, action=action.lower(), version=version, conversation_id=conversation)
+    wait = Await(token=token, action=action.lower(), version=version, conversation_id=conversation)
+    _read_prefer(data, wait)
+    return wait

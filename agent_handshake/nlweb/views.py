@@ -40,6 +40,7 @@ from ..concierge.conversation import Owner, Question, Turn, converse_steps
 from ..concierge.invocation import authorize
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described, domain_error
+from ..hosts import base_url
 from ..models import Document
 from ..registry import capability_registry, content_registry
 from ..retrieval.hybrid import Filters
@@ -51,10 +52,6 @@ from .request import Ask, PriceRange, parse_ask, parse_await
 from .schema_org import item, of_type, rendered_type
 
 logger = logging.getLogger(__name__)
-
-
-def base_url(request: Request) -> str:
-    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
 
 
 #: ``query.site`` for every corpus, as the upstream reference implementation names them all.
@@ -348,11 +345,11 @@ def clarification_body(turn: Turn) -> dict[str, Any]:
 
 
 class AwaitView(NLWebView):
-    """``POST /await``: check in on a Promise's job, or cancel it."""
+    """``POST /await``: check in on a Promise's job, or cancel it; its ``prefer`` is read as ``/ask``'s is."""
 
     @described(**AWAIT)
     def post(self, request: Request) -> HttpResponseBase:
         wait = parse_await(request.data)
         from .invoking import await_job
 
-        return streamed_if_asked(request, await_job(self, request, wait))
+        return streamed_if_asked(request, await_job(self, request, wait), wait.streaming)

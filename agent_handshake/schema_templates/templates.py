@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -34,8 +35,10 @@ from django.db.models import Exists, OuterRef
 
 from ..concierge import errors
 from ..concierge.invocation import validator
+from ..concierge.validation import MAX_PROBLEMS, named
 from ..conf import app_settings
 from ..models import ProposedField, SchemaKeyText, SchemaTemplate
+from ..models.schema_templates import language_tag
 from ..registry import Capability, capability_registry
 
 OTHER = "other"
@@ -76,11 +79,22 @@ def offered() -> list[Capability]:
     ]
 
 
+def refused_names(names: Iterable[str]) -> tuple[list[str], str]:
+    """Names the client chose (keys, members) as a refusal gives them, so that it never grows with what was sent:
+    each cut (:func:`~agent_handshake.concierge.validation.named`), sorted, at most
+    :data:`~agent_handshake.concierge.validation.MAX_PROBLEMS` of them for ``fields``, and the words that list them
+    with the rest counted ("a, b and 3 more", as AHP's capability operations say it)."""
+    cut = sorted({named(str(name)) for name in names})
+    shown = cut[:MAX_PROBLEMS]
+    more = f" and {len(cut) - MAX_PROBLEMS} more" if len(cut) > MAX_PROBLEMS else ""
+    return shown, ", ".join(shown) + more
+
+
 def scenario(name: str) -> Capability:
     capability = next((c for c in offered() if c.name == name), None)
     if capability is None:
         raise errors.NotFound(
-            f"No scenario is named {name!r}.",
+            f"No scenario is named {named(name)!r}.",
             code="unknown_scenario",
             available_scenarios=[c.name for c in offered()],
         )
@@ -244,7 +258,9 @@ def publish(capability: Capability) -> SchemaTemplate:
     with transaction.atomic():
         row, _ = SchemaTemplate.objects.get_or_create(scenario=capability.name)
         row = SchemaTemplate.objects.select_for_update().get(pk=row.pk)
-        texts = list(row.texts.all())
+        # Oldest edit first: should two texts share a key and language (rows QuerySet.update or bulk_create stored
+        # un-normalised), the one edited last is published, not whichever the database returns last.
+        texts = list(row.texts.order_by("updated_at", "pk"))
         proposals = list(ProposedField.objects.filter(capability=capability.name, status__in=ProposedField.PUBLISHED))
         published = build(capability, texts, proposals)
         digest = digest_of(published)
@@ -289,11 +305,6 @@ def current(capability: Capability, at_least: int = 0) -> SchemaTemplate:
         ).exists()
     cache.set(cache_key(capability.name), row, app_settings.STATE_TTL)
     return row
-
-
-def language_tag(value: str) -> str:
-    """A language tag as translations are kept and looked up: lower case, subtags joined by hyphens."""
-    return value.strip().lower().replace("_", "-")
 
 
 def language_of(published: dict[str, Any], preferred: str | None) -> tuple[str, dict[str, str]]:
@@ -372,11 +383,10 @@ def check_payload(capability: Capability, row: SchemaTemplate, payload: Any) -> 
     if not isinstance(payload, dict):
         raise errors.InvalidInput("payload must be a JSON object of key_name: value.", fields=["payload"])
     keys = {key["key_name"]: key for key in row.published["keys"]}
-    unknown = sorted(name for name in payload if name not in keys)
+    unknown, listed = refused_names(name for name in payload if name not in keys)
     if unknown:
         raise errors.InvalidInput(
-            f"payload has keys {row.schema_id} does not define: {', '.join(unknown)} (put what no key holds in "
-            f"{OTHER!r}).",
+            f"payload has keys {row.schema_id} does not define: {listed} (put what no key holds in {OTHER!r}).",
             code="unknown_key",
             fields=[f"payload.{name}" for name in unknown],
         )

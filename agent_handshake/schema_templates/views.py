@@ -14,7 +14,8 @@
 A submission's ``other`` text goes to the concierge's differential semantic pool
 (:mod:`agent_handshake.concierge.input_pool`), never to the capability. Errors are ``{"error": {"code",
 "message", ...}}`` with a 4xx (the draft defines no error shape); a key at fault is named in ``fields`` as
-``payload.<key_name>``.
+``payload.<key_name>``. What the client named (a key, a member, a scenario, a method) is quoted cut, and at most
+``MAX_PROBLEMS`` unknown names are listed, the rest counted: a refusal never grows with what was sent.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..concierge import calls, errors, input_pool, jobs
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
 from ..concierge.invocation import authorize
+from ..concierge.validation import named
 from ..frontdoor import FrontDoorView, described
 from ..identity.auth import printable_ascii
 from ..models import Job
@@ -121,7 +123,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
         unexpected(body, ("method", "params"), "")
         if body["method"] != METHOD:
             raise errors.InvalidInput(
-                f"Unknown method {str(body['method'])[:64]!r}: this endpoint answers {METHOD!r} (and structured "
+                f"Unknown method {named(str(body['method']))!r}: this endpoint answers {METHOD!r} (and structured "
                 "submissions).",
                 code="unknown_method",
                 fields=["method"],
@@ -208,10 +210,10 @@ class SchemaTemplatesView(SchemaTemplatesBase):
 
 
 def unexpected(body: dict[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
-    extra = sorted(str(name) for name in body if name not in allowed)
+    extra, listed = templates.refused_names(name for name in body if name not in allowed)
     if extra:
         raise errors.InvalidInput(
-            f"Unknown member{'s' if len(extra) > 1 else ''}: {', '.join(extra)[:200]} (allowed: {', '.join(allowed)}).",
+            f"Unknown member{'s' if len(extra) > 1 else ''}: {listed} (allowed: {', '.join(allowed)}).",
             fields=[f"{prefix}{name}" for name in extra],
         )
 
