@@ -247,6 +247,12 @@ class FrontDoorView(APIView, abc.ABC):
                 ratelimit.count_key(request._request, request.auth.rate_key, request.auth.rate_tier)
             )
             message = "Rate limit exceeded for this API key."
+            network = None
+            if not usage.exceeded and request.auth.agent is not None:
+                network = ratelimit.count_did_network(request._request)
+            if network is not None:
+                usage = self.counter.add(network)
+                message = "Rate limit exceeded for this network's verified agents."
         if usage.exceeded:
             raise errors.RateLimited(message, scope=usage.public_scope, retry_after=usage.retry_after)
 
@@ -271,7 +277,8 @@ class FrontDoorView(APIView, abc.ABC):
         response = super().finalize_response(request, response, *args, **kwargs)
         counter = getattr(self, "counter", None) or ratelimit.Counter(request._request)
         credentials = getattr(request, "_auth", None)  # never authenticates here: only what the request did
-        if getattr(credentials, "agent", None) is not None:
+        # A 5xx is the site's failure (search down, a key that does not load), not the agent's: it moves no trust.
+        if getattr(credentials, "agent", None) is not None and response.status_code < 500:
             status = response.status_code
             accepted = status < 400 and not self.declined
             note = "" if accepted or status >= 400 else " (not accepted)"

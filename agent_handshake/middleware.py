@@ -8,7 +8,8 @@
   ``</body>`` (§3.3, §3.4), on error pages too, each followed by a marker comment, and not again on a page
   that already carries its marker (a cached page, the template tags' output: see ``placed_marker``). Streaming
   responses are rewritten chunk by chunk, gzip bodies are decompressed and compressed again, other encodings
-  are left alone; ``Content-Length`` and a strong ``ETag`` are kept truthful.
+  are left alone; ``Content-Length`` and a strong ``ETag`` are kept truthful (a 304 that revalidates a
+  rewritten page names the weakened ``ETag`` too).
 
 Place it after ``GZipMiddleware`` in ``MIDDLEWARE`` (so it sees bodies before they are compressed).
 """
@@ -16,7 +17,7 @@ Place it after ``GZipMiddleware`` in ``MIDDLEWARE`` (so it sees bodies before th
 from __future__ import annotations
 
 import codecs
-import gzip
+import functools
 import re
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -30,7 +31,7 @@ from django.template.loader import render_to_string
 from django.urls import get_script_prefix, reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
-from django.utils.http import RFC3986_SUBDELIMS
+from django.utils.http import RFC3986_SUBDELIMS, parse_etags
 from django.utils.text import compress_string
 
 from . import content_signals, state
@@ -38,14 +39,22 @@ from .conf import SETTING_NAME, app_settings
 
 AGENT_JSON = "application/agent+json"
 MARKDOWN = "text/markdown"
+#: The most a gzip page may inflate to and still be rewritten: a view that passes on an upstream's gzip body (a
+#: proxy, a cache) would otherwise have the server inflate whatever it expands to (a few hundred KB of gzip can
+#: hold gigabytes). A larger page goes out as it came, still named by the ``Link`` header.
+MAX_INFLATED_PAGE_BYTES = 8 * 1024 * 1024
+_INFLATE_STEP = 256 * 1024
 
-_HTML_OPEN = re.compile(rb"<html[\s>]", re.IGNORECASE)
+# A document, not a fragment (htmx's "<li>...</li>"): it has an <html> start tag, or a doctype when it omits that
+# optional tag too ("<!DOCTYPE html><title>...", as some style guides advise).
+_HTML_OPEN = re.compile(rb"<html[\s>]|<!doctype\s+html", re.IGNORECASE)
 # Where to look for "<html": the doctype and a comment or two come first, never kilobytes of content.
 _HTML_OPEN_WINDOW = 4096
 
 # The page's own </head> and </body> are the end tags the browser's tokenizer reads as markup (WHATWG HTML §13.2.5):
 # not a "</head>" in a comment, in an attribute value, in the text of an element whose content is not markup (a
 # script's string, a style sheet, a textarea...), nor in a <template> (whose tree builder drops those end tags).
+# HTML lets a page omit "</head>": its head then ends at the body's start tag (§13.2.6.4.4), read the same way.
 _RAW_TEXT = (b"script", b"style", b"textarea", b"title", b"noscript", b"iframe", b"noembed", b"noframes", b"xmp")
 _NAME = rb"[a-zA-Z][^\s/>]*+"
 # A tag's attributes: a quote opens a value only after "=" (and spaces), and the value runs to the same quote; the
@@ -53,17 +62,17 @@ _NAME = rb"[a-zA-Z][^\s/>]*+"
 # a chunk that ends after one stops before it. Possessive: no backtracking, linear in the page.
 _ATTRIBUTES = rb"""(?:[^>=]++|=\s*+(?:"[^"]*+"|'[^']*+'|(?=[^\s"'])))*+"""
 # Everything that cannot hide an end tag nor start what does, in one regex call: text, a "<" that opens nothing,
-# a whole tag (but a raw-text element's or a template's start tag, and the end tags of head, body and template),
-# and a whole bogus comment (the doctype, "<?xml ...>", "</ x>"). It stops at one of those tags, a comment, or
-# where a chunk cuts a tag short.
+# a whole tag (but a raw-text element's, a template's or the body's start tag, and the end tags of head, body and
+# template), and a whole bogus comment (the doctype, "<?xml ...>", "</ x>"). It stops at one of those tags, a
+# comment, or where a chunk cuts a tag short.
 _SKIP = re.compile(
     rb"(?:[^<]++|<(?=[^!/?a-zA-Z])"
-    rb"|<(?!(?i:" + b"|".join(_RAW_TEXT) + rb"|template)[\s/>])" + _NAME + _ATTRIBUTES + rb">"
+    rb"|<(?!(?i:" + b"|".join(_RAW_TEXT) + rb"|template|body)[\s/>])" + _NAME + _ATTRIBUTES + rb">"
     rb"|</(?!(?i:head|body|template)[\s/>])" + _NAME + _ATTRIBUTES + rb">"
     rb"|<(?:!(?!--)|\?|/(?![a-zA-Z]))[^>]*+>)*+"
 )
 _EVENT = re.compile(
-    rb"<(?:(!--)|((?i:" + b"|".join(_RAW_TEXT) + rb"|template))(?=[\s/>])|/((?i:head|body|template))(?=[\s/>]))"
+    rb"<(?:(!--)|((?i:" + b"|".join(_RAW_TEXT) + rb"|template|body))(?=[\s/>])|/((?i:head|body|template))(?=[\s/>]))"
 )
 _TAG_NAME = re.compile(rb"</?" + _NAME + rb"(?=[\s/>])")
 _ATTRIBUTES_TO_END = re.compile(_ATTRIBUTES)
@@ -112,7 +121,9 @@ class EndTagScanner:
 
     def find(self, data: bytes, position: int, names: tuple[bytes, ...]) -> tuple[int, bytes, int]:
         """The first end tag in ``data`` from ``position`` whose (lower-case) name is in ``names``:
-        ``(where it starts, its name, where the scan goes on)``; ``(-1, b"", where the next scan starts)`` if none."""
+        ``(where it starts, its name, where the scan goes on)``; ``(-1, b"", where the next scan starts)`` if none.
+        The head's end is its end tag, or the body's start tag when that comes first (a page that omits
+        "</head>"): ``b"head"`` either way."""
         while True:
             if self.in_tag:
                 end = _ATTRIBUTES_TO_END.match(data, position).end()
@@ -150,6 +161,9 @@ class EndTagScanner:
                     name = start.lower()
                     if name == b"template":
                         self.templates += 1
+                    elif name == b"body":
+                        if b"head" in names and not self.templates:
+                            return stop, b"head", position  # the scan goes on in the tag's attributes
                     else:
                         self.raw_text_end = _RAW_TEXT_END[name]
                 else:
@@ -201,6 +215,11 @@ def agent_notice_exempt(view: Callable[..., Any]) -> Callable[..., Any]:
 
 class HtmlInjector:
     """Inserts the link tag before ``</head>`` and the notice before ``</body>``, fed a chunk at a time.
+
+    A page that omits ``</head>`` gets the link tag before its ``<body>`` start tag (where the browser ends the
+    head), and one with neither gets none: nothing short of parsing it as the browser does says where its head
+    ends, and the ``Link`` header (sent on every response) names the manifest anyway. Right after ``<head>``
+    would be sound too, but a stream would have to hold the head back until it knew no ``</head>`` came.
 
     Either is skipped when the page already carries its marker (``link_marker``, ``notice_marker``: see
     ``placed_marker``), looked for as the page streams by. Enough trailing bytes are held back between chunks
@@ -282,7 +301,7 @@ class HtmlInjector:
 
     def finish(self) -> bytes:
         data, self.pending = self.pending, b""
-        # A document with no </body> (allowed in HTML) still gets the notice; a fragment (no <html>) does not.
+        # A document with no </body> (allowed in HTML) still gets the notice; a fragment (see _HTML_OPEN) does not.
         if self.notice is not None and self.saw_html:
             data += self.notice
         return data
@@ -442,7 +461,9 @@ class AgentDiscoveryMiddleware:
             snapshot = state.snapshot()
             label = self._model_label(request, response) if snapshot.model_signals else None
             response.headers[content_signals.HEADER] = snapshot.signal_header(label)
-        if self._should_inject(response) and (encoded := _in_charset(fragments, response.charset)):
+        if response.status_code == 304:
+            self._revalidated(request, response)
+        elif self._should_inject(response) and (encoded := _in_charset(fragments, _declared_charset(response))):
             injector = HtmlInjector(
                 encoded.link if app_settings.INJECT_LINK_TAG else None,
                 encoded.notice if app_settings.INJECT_NOTICE else None,
@@ -467,10 +488,31 @@ class AgentDiscoveryMiddleware:
         return f"{row[0]}.{row[1]}" if row else None
 
     @staticmethod
+    def _revalidated(request: HttpRequest, response: HttpResponseBase) -> None:
+        """A 304 names the validator its 200 was sent with: a rewritten page's ETag went out weak (see ``_inject``),
+        and a 304 (a view's ``@etag``, an inner ConditionalGetMiddleware, both comparing weakly) still carries the
+        view's strong one, which no cache holds: it must not freshen a stored ``W/"v1"`` with a 304 that says
+        ``"v1"`` (RFC 9111 §4.3.4). The request names what the client holds; a 304 has no body to say more."""
+        etag = response.headers.get("ETag")
+        if not etag or etag.startswith("W/") or "HTTP_IF_NONE_MATCH" not in request.META:
+            return
+        held = parse_etags(request.META["HTTP_IF_NONE_MATCH"])
+        if f"W/{etag}" in held and etag not in held:
+            response.headers["ETag"] = f"W/{etag}"
+
+    @staticmethod
     def _should_inject(response: HttpResponseBase) -> bool:
         if not (app_settings.INJECT_LINK_TAG or app_settings.INJECT_NOTICE):
             return False
         if getattr(response, "agent_notice_exempt", False) or response.status_code in (204, 304):
+            return False
+        # A byte range (206) is a piece of a page that the client joins to others by Content-Range's offsets.
+        if response.status_code == 206 or "Content-Range" in response.headers:
+            return False
+        # A file to save (FileResponse(as_attachment=True), an "export this page" view) is not a page shown: the
+        # saved file is to be the one the view offered, without our markup (RFC 6266: the type is a token).
+        disposition = response.headers.get("Content-Disposition")
+        if disposition and disposition.split(";", 1)[0].strip().lower() == "attachment":
             return False
         if not response.headers.get("Content-Type", "").lower().startswith("text/html"):
             return False
@@ -489,10 +531,9 @@ class AgentDiscoveryMiddleware:
             response.headers.pop("Content-Length", None)  # The length is not known until the stream ends.
         else:
             original = response.content
-            try:
-                content = gzip.decompress(original) if gzipped else original
-            except (OSError, EOFError, zlib.error):
-                return  # Not gzip after all, or cut short: passed on as it is, not made a 500.
+            content = _inflated(original) if gzipped else original
+            if content is None:
+                return  # Not gzip after all, cut short, or too large inflated: passed on as it is, not made a 500.
             rewritten = injector.rewrite(content)
             if rewritten == content:
                 return
@@ -505,6 +546,32 @@ class AgentDiscoveryMiddleware:
             response.headers["ETag"] = f"W/{etag}"
 
 
+def _inflated(body: bytes) -> bytes | None:
+    """``body``, a gzip stream (of one member or several), inflated; None when it is not gzip, is cut short, or
+    inflates past :data:`MAX_INFLATED_PAGE_BYTES` (found a step at a time, holding no more than that)."""
+    parts: list[bytes] = []
+    size = 0
+    rest = body
+    try:
+        while rest:
+            inflater = zlib.decompressobj(wbits=31)  # 16 + MAX_WBITS: a gzip header and trailer
+            while True:
+                part = inflater.decompress(rest, _INFLATE_STEP)
+                size += len(part)
+                if size > MAX_INFLATED_PAGE_BYTES:
+                    return None
+                parts.append(part)
+                rest = inflater.unconsumed_tail
+                if inflater.eof or not (rest or part):
+                    break
+            if not inflater.eof:
+                return None  # cut short
+            rest = inflater.unused_data  # the next member, as gzip.decompress reads them all
+    except zlib.error:
+        return None
+    return b"".join(parts)
+
+
 def _storable(path: str) -> bool:
     """Whether a path can be looked up among the documents' paths at all: a ``%00`` in the URL decodes to a NUL,
     which no PostgreSQL text value holds (the query would fail). Django has already replaced undecodable bytes,
@@ -512,10 +579,19 @@ def _storable(path: str) -> bool:
     return "\x00" not in path
 
 
+def _declared_charset(response: HttpResponseBase) -> str:
+    """The charset the response's Content-Type names, else "ascii". Without one the browser does not read the page
+    in Django's DEFAULT_CHARSET but in what the page's ``<meta charset>`` says, or its guess; written in ASCII, with
+    character references for the rest, the fragments read the same in whichever of the (ASCII-compatible)
+    charsets it settles on."""
+    return response.charset if "charset=" in response.headers.get("Content-Type", "").lower() else "ascii"
+
+
+@functools.lru_cache(maxsize=16)
 def _in_charset(fragments: _Fragments, charset: str) -> _Fragments | None:
     """The fragments (rendered as UTF-8) in the page's charset, characters it lacks as character references;
     None when the page is to be left as it is: a charset Python does not know, or one that does not write ASCII as
-    ASCII (UTF-16: the tags looked for would not be found anyway)."""
+    ASCII (UTF-16: the tags looked for would not be found anyway). Cached: a site's pages use a charset or two."""
     try:
         name = codecs.lookup(charset.strip("\"'")).name
         if name == "utf-8":

@@ -3,7 +3,8 @@
 The token is derived from the database (the site profile, the signal overrides, the documents' latest
 change, count and how many wait for their passages), the settings and the registries, so every process
 computes the same token for the same state: it is the ETag seed and part of every cache key. A process keeps
-its snapshot for ``STATE_TTL`` seconds; saves made through Django drop it at once (see ``signal_handlers``).
+its snapshot for ``STATE_TTL`` seconds; saves made through Django drop it at once (see ``signal_handlers``), and so
+does a change to the registries (the ``registry_changed`` signal), whenever it is made.
 
 The documents' Last-Modified is when the state became the current one (see :func:`since`), kept in the shared
 cache, so that it moves forward whenever the token changes and every process sends the same one.
@@ -29,6 +30,7 @@ from django.dispatch import receiver
 from . import content_signals
 from .conf import SETTING_NAME, app_settings
 from .registry import Capability, capability_registry, content_registry
+from .signals import registry_changed
 
 EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 #: The states' history in the ``CACHE_ALIAS`` cache: ``<CLOCK>:<n>`` holds generation n's (token, second) and
@@ -231,3 +233,11 @@ def invalidate() -> None:
 def _settings_changed(*, setting: str, **kwargs: object) -> None:
     if setting == SETTING_NAME:
         invalidate()
+
+
+@receiver(registry_changed)
+def _registry_changed(**kwargs: object) -> None:
+    # The token names the registered models and capabilities, but a snapshot built before a registration (an app's
+    # ready() after ours, a model registered at runtime) would keep the old token, and the documents cached under
+    # it, for STATE_TTL.
+    invalidate()

@@ -12,10 +12,12 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse
@@ -33,19 +35,57 @@ from .ahp.errors import method_not_allowed
 from .ahp.manifest import build_manifest
 from .conf import app_settings
 from .frontdoor import PinnedNegotiation, described
+from .hosts import base_url, request_origin
 from .identity.site_key import site_public_key
 from .intentweb import manifest as intent_manifest
 from .intentweb.openapi import INTENT_MANIFEST
+from .intentweb.views import key_unavailable, unsigned_error
 from .llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
 from .models import Document
 from .state import Snapshot
 
+logger = logging.getLogger(__name__)
+
 MARKDOWN_CONTENT_TYPE = "text/markdown; charset=utf-8"
 
 
-def base_url(request: HttpRequest) -> str:
-    """Scheme and host for absolute links: the ``BASE_URL`` setting, else the request's own."""
-    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
+def _named_in_allowed_hosts(domain: str) -> bool:
+    """Whether ALLOWED_HOSTS names ``domain`` itself, not only a wildcard (``*``, ``.example.com``) matching it."""
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]  # what get_host() accepts then
+    return any(pattern.lower() in (domain, "." + domain) for pattern in allowed)
+
+
+def site_base(request: HttpRequest) -> tuple[str, bool]:
+    """Scheme and host for absolute links (:func:`agent_handshake.hosts.base_url`: ``BASE_URL``, else where the
+    request reached the site), and whether the documents built on them may go to the shared cache.
+
+    What the shared cache holds must not grow with what clients send, so only a host that ``ALLOWED_HOSTS`` names
+    itself, on the scheme's default port, is shared. A host only a wildcard lets in (``*``, ``.example.com``) could
+    be any name; and a port cannot be trusted even when it is ``SERVER_PORT``: gunicorn on a unix socket copies that
+    from ``Host``. Their documents are kept in the process (see :func:`cached_locally`)."""
+    if app_settings.BASE_URL:
+        return base_url(request), True
+    origin = request_origin(request)
+    return origin.url, origin.port is None and _named_in_allowed_hosts(origin.domain)
+
+
+# Documents whose base URL is not shared (see site_base), in this process only: a few sites' worth, emptied when it
+# grows, so a client naming many hosts or ports costs renders and never memory.
+_local_bodies: dict[str, str | bytes] = {}
+LOCAL_BODIES_LIMIT = 32
+
+
+def cached_locally(key: str, render: Callable[[], str | bytes]) -> str | bytes:
+    """The body kept in this process under ``key``, else ``render()``-ed and kept (never in the shared cache)."""
+    body = _local_bodies.get(key)
+    if body is None:
+        body = render()
+        if len(_local_bodies) >= LOCAL_BODIES_LIMIT:
+            _local_bodies.clear()
+        _local_bodies[key] = body
+    return body
 
 
 def _finish(response: HttpResponseBase, etag: str, last_modified: int) -> HttpResponseBase:
@@ -141,14 +181,15 @@ class AgentDocumentView(APIView, abc.ABC):
 
     def respond(self, request: HttpRequest) -> HttpResponseBase:
         snapshot = state.snapshot()
-        base = base_url(request)
+        base, shared = site_base(request)
         # The base URL is in the body (absolute links), so it is part of the validator and the cache key.
         variant = f"{self.kind}-{snapshot.token}-{hashlib.md5(base.encode()).hexdigest()[:12]}"
         etag = quote_etag(variant)
         response = get_conditional_response(request, etag=etag, last_modified=snapshot.last_modified_timestamp)
         if response is None:
             if self.cache_body:
-                body = state.cached_body(f"agent_handshake:{variant}", lambda: self.render(snapshot, base))
+                cached = state.cached_body if shared else cached_locally
+                body = cached(f"agent_handshake:{variant}", lambda: self.render(snapshot, base))
                 response = HttpResponse(body, content_type=self.content_type)
             else:
                 # A WSGI server iterates a streamed body on HEAD too (gunicorn does), which would read every document
@@ -200,6 +241,16 @@ class IntentManifestView(AgentDocumentView):
     @described(**INTENT_MANIFEST)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         return super().get(request, *args, **kwargs)
+
+    def respond(self, request: HttpRequest) -> HttpResponseBase:
+        # The manifest publishes the key the site signs its attribution entries with, and POST /intent cannot sign
+        # without it: no manifest until the key loads (system check E013 says what is wrong with it).
+        try:
+            site_public_key()
+        except ImproperlyConfigured:
+            logger.exception("The site key cannot be loaded: /intentmanifest.yaml answers 503")
+            return unsigned_error(key_unavailable("its IntentWeb manifest cannot be published"))
+        return super().respond(request)
 
     def render(self, snapshot: Snapshot, base: str) -> str:
         return intent_manifest.render(snapshot, base)

@@ -155,22 +155,23 @@ def test_the_injector_skips_attribute_values_at_every_chunk_boundary():
 @pytest.mark.parametrize(
     ("page", "expected"),
     [
+        # (These pages omit "</head>": the link tag goes before the body's start tag, where the head ends.)
         # A quote only opens a value after "=": elsewhere it is part of an attribute's name.
-        (b'<html><body><p a"b=">"></body></html>', b'<html><body><p a"b=">">[N]</body></html>'),
-        (b"<html><body><p a'=x></body></html>", b"<html><body><p a'=x>[N]</body></html>"),
+        (b'<html><body><p a"b=">"></body></html>', b'<html>[L]<body><p a"b=">">[N]</body></html>'),
+        (b"<html><body><p a'=x></body></html>", b"<html>[L]<body><p a'=x>[N]</body></html>"),
         # An unquoted value ends at a space or ">", quotes in it included.
-        (b'<html><body><p a=b"c></body></html>', b'<html><body><p a=b"c>[N]</body></html>'),
-        (b"<html><body><p a = '</body>' / ></body></html>", b"<html><body><p a = '</body>' / >[N]</body></html>"),
+        (b'<html><body><p a=b"c></body></html>', b'<html>[L]<body><p a=b"c>[N]</body></html>'),
+        (b"<html><body><p a = '</body>' / ></body></html>", b"<html>[L]<body><p a = '</body>' / >[N]</body></html>"),
         # An end tag's (ignored) attributes are read the same way.
-        (b'<html><body></p x="</body>"></body></html>', b'<html><body></p x="</body>">[N]</body></html>'),
+        (b'<html><body></p x="</body>"></body></html>', b'<html>[L]<body></p x="</body>">[N]</body></html>'),
         # A script's end tag may carry attributes too; text after it is markup again.
         (
             b"<html><body><script>a</script x='>'></body></html>",
-            b"<html><body><script>a</script x='>'>[N]</body></html>",
+            b"<html>[L]<body><script>a</script x='>'>[N]</body></html>",
         ),
         # "<" that opens no tag, "</" that opens a bogus comment.
-        (b"<html><body>1 < 2 <3 </ x></body></html>", b"<html><body>1 < 2 <3 </ x>[N]</body></html>"),
-        (b"<html><body><!x </body> --></body></html>", b"<html><body><!x </body> -->[N]</body></html>"),
+        (b"<html><body>1 < 2 <3 </ x></body></html>", b"<html>[L]<body>1 < 2 <3 </ x>[N]</body></html>"),
+        (b"<html><body><!x </body> --></body></html>", b"<html>[L]<body><!x </body> -->[N]</body></html>"),
     ],
 )
 def test_the_injector_reads_tags_as_the_html_tokenizer_does(page, expected):
