@@ -17,13 +17,16 @@ kept):
   ``access_token`` (field 100) and ``expires_in`` (101): a session credential every front door accepts as
   ``Authorization: Bearer``.
 - ``0x02`` IntentMessage from a verified agent (its DID completed a handshake), signed (field 9, see
-  :mod:`.signing`) and fresh (``timestamp`` within ``SIGNATURE_MAX_SKEW``; a signature is accepted once). The
-  ``payload`` text is routed among the site's capabilities (by ``intent_vector`` when it has the site embedding
-  model's dimensions, else by the payload's embedding; ``capabilities`` narrows the choice) and a question
-  capability (``content_search``...) answers it: a ``0x03`` NegotiationResponse with ``accepted=true``, the answer
-  in ``reason``, the capability in ``workflow_steps``, signed by the site (field 10) with the key published in
-  ``/.well-known/agent.json``. An action capability, or no clear route: ``accepted=false`` and a ``reason``
-  pointing to the JSON endpoints. ``trust_delta`` is the change the request made to the agent's trust here.
+  :mod:`.signing`) and fresh (``timestamp`` within ``SIGNATURE_MAX_SKEW``). A signed intent is answered once: a
+  replay of one already answered (``accepted`` or not) is refused, while one refused before it was answered (429,
+  503, 403, 400) leaves its signature unspent and may be sent again unchanged (after ``Retry-After``). The
+  ``payload`` text (at most 4096 characters, as AHP's ``query`` and NLWeb's ``query.text``) is routed among the
+  site's capabilities (by ``intent_vector`` when it has the site embedding model's dimensions, else by the
+  payload's embedding; ``capabilities`` narrows the choice) and a question capability (``content_search``...)
+  answers it: a ``0x03`` NegotiationResponse with ``accepted=true``, the answer in ``reason``, the capability in
+  ``workflow_steps``, signed by the site (field 10) with the key published in ``/.well-known/agent.json``. An
+  action capability, or no clear route: ``accepted=false`` and a ``reason`` pointing to the JSON endpoints.
+  ``trust_delta`` is the change the request made to the agent's trust here.
 
 Extension fields (documented in ``proto/asp.proto``): ``IntentMessage.signature = 9`` and
 ``NegotiationResponse.signature = 10`` (upstream's Go code sends them; its .proto lacks them), and for this HTTP
@@ -34,7 +37,11 @@ Errors are never frames (a malformed frame has no type to answer in): AHP §10 J
 ``invalid_payload``, ``unsupported_message_type``, ``invalid_request``), 401 (``signature_required``,
 ``signature_invalid``, ``unverified_did``, ``stale_timestamp``, ``replayed`` and the handshake's codes), 403
 ``blocked`` (or ``forbidden``: a question capability with a scope the agent's tier and own scopes lack, as on AHP),
-413 ``request_too_large``, 415 ``unsupported_media_type`` or 429.
+413 ``request_too_large``, 415 ``unsupported_media_type``, 429 or 503 ``unavailable``. What POST /agent/handshake
+refuses (an ``agent_id`` over 200 characters, over 50 ``capabilities`` or a name over 100) is refused here as there
+(400 ``invalid_request`` naming the field), never cut; an intent's ``capabilities`` take the same limits. So is an
+intent's ``id`` over 128 characters (echoed as ``request_id``; AHP's ``session_id`` takes as many) or an
+``intent_vector`` of over 8192 numbers (AHP's ``context.intent_vector``), before the intent is answered.
 
 Interoperability vectors: ``vectors.json`` (:mod:`.vectors`). The generated module ``asp_pb2.py`` is committed;
 regenerate it (grpcio-tools) with ``make proto``::

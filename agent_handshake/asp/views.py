@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import HttpResponse, HttpResponseBase, JsonResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -29,6 +31,7 @@ from ..concierge.invocation import authorize
 from ..concierge.validation import UNSTORABLE_MESSAGE, unstorable
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described
+from ..hosts import base_url
 from ..identity import handshake, trust
 from ..identity.auth import Credentials
 from ..identity.authentication import AgentUser
@@ -46,7 +49,19 @@ MEDIA_TYPES = (MEDIA_TYPE, "application/protobuf", "application/octet-stream")
 #: The capability a question goes to when the intent names none and no action capability claims it.
 DEFAULT_CAPABILITY = "content_search"
 NS = 1_000_000_000
+#: What POST /agent/handshake takes of a HandshakeMessage's self-declared fields (and an intent's ``capabilities``):
+#: longer is refused, as there, never cut.
 MAX_CAPABILITIES = 50
+MAX_CAPABILITY_NAME = 100
+MAX_AGENT_ID = 200
+#: The longest ``payload`` an intent may ask, in characters: the question POST /agent/converse (``query``) and
+#: NLWeb's POST /ask (``query.text``) take. Front doors do not import each other, so each states it.
+MAX_PAYLOAD = 4096
+#: The longest ``id`` an intent may carry (echoed as the response's ``request_id``), in characters: what the JSON
+#: doors take of an identifier the client chooses (AHP's ``session_id``, IntentWeb's ``interaction_id``).
+MAX_INTENT_ID = 128
+#: The most numbers an ``intent_vector`` may hold: what POST /agent/converse takes in ``context.intent_vector``.
+MAX_INTENT_VECTOR = 8192
 
 
 class ProtobufParser(BaseParser):
@@ -82,13 +97,48 @@ def refused(exc: handshake.HandshakeRefused) -> errors.ConciergeError:
     return errors.AuthRequired(exc.message, code=exc.code, fields=fields)
 
 
-def base_url(request: Request) -> str:
-    return app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
-
-
 def offered() -> list[Capability]:
     """The capabilities an intent may be for: those the manifest lists with a handler."""
     return [capability for capability in capability_registry.available() if capability.handler is not None]
+
+
+def check_capabilities(names: Sequence[str]) -> None:
+    """``capabilities`` as POST /agent/handshake takes them, else the same refusal (400 ``invalid_request``)."""
+    if len(names) > MAX_CAPABILITIES or any(len(name) > MAX_CAPABILITY_NAME for name in names):
+        raise errors.InvalidInput(
+            f"capabilities must be a list of at most {MAX_CAPABILITIES} names of at most {MAX_CAPABILITY_NAME} "
+            "characters.",
+            fields=["capabilities"],
+        )
+
+
+def replay_key(intent: asp_pb2.IntentMessage) -> str:
+    """What a signed intent is kept under in the replay cache (:class:`~agent_handshake.models.SeenSignature`)."""
+    return hashlib.sha256(signing.INTENT_DOMAIN + intent.signature).hexdigest()
+
+
+def replayed() -> errors.AuthRequired:
+    return errors.AuthRequired(
+        "This signed intent was already received (replay): send a new id and timestamp.", code="replayed"
+    )
+
+
+@contextlib.contextmanager
+def answered_once(intent: asp_pb2.IntentMessage) -> Iterator[None]:
+    """Spend ``intent``'s signature for the work inside, and give it back if that work is refused or fails: a signed
+    intent is answered at most once, and one refused before it was answered (429, 503, 403) may be sent again
+    unchanged, as its refusal says. Only the request that spent a signature gives it back, so a replay of an
+    answered intent stays refused whatever refusal the replay provokes."""
+    seen = replay_key(intent)
+    if not SeenSignature.spend(seen):
+        raise replayed()  # a copy sent at the same time was taken first
+    try:
+        yield
+    except Exception:
+        # If the database is what failed, the signature stays spent: refused as a replay, never answered twice.
+        with contextlib.suppress(DatabaseError):
+            SeenSignature.objects.filter(pk=seen).delete()
+        raise
 
 
 def fresh(timestamp_ns: int, name: str) -> None:
@@ -117,7 +167,7 @@ OPERATION = {
             (status, "application/json"): OpenApiResponse(
                 {"$ref": "#/components/schemas/AHPError"}, description="A §10 error."
             )
-            for status in (400, 401, 403, 413, 415, 429)
+            for status in (400, 401, 403, 413, 415, 429, 503)
         },
     },
     "tags": ["Agent Semantic Protocol"],
@@ -152,11 +202,14 @@ class AgentSemanticProtocolView(FrontDoorView):
             raise
         if credentials is not None:
             request.user, request.auth = AgentUser(credentials), credentials
+        # Counted before the signature is spent: an intent refused for the rate can be sent again after Retry-After.
         self.count(request)
         if kind is MessageType.HANDSHAKE:
             return self.handshake(request, message)
         if kind is MessageType.INTENT:
-            return self.intent(request, message, credentials)
+            text = self.question(message)
+            with answered_once(message):
+                return self.intent(request, message, credentials, text)
         raise errors.InvalidInput(
             f"POST /agent/asp takes HandshakeMessage (0x01) and IntentMessage (0x02) frames, not 0x{kind:02x} "
             f"({type(message).DESCRIPTOR.name}).",
@@ -195,8 +248,11 @@ class AgentSemanticProtocolView(FrontDoorView):
             raise refused(exc) from None
 
     def begin(self, request: Request, message: asp_pb2.HandshakeMessage) -> HttpResponseBase:
-        if len(message.capabilities) > MAX_CAPABILITIES:
-            raise errors.InvalidInput(f"At most {MAX_CAPABILITIES} capabilities.", fields=["capabilities"])
+        if len(message.agent_id) > MAX_AGENT_ID:
+            raise errors.InvalidInput(
+                f"agent_id must be a string of at most {MAX_AGENT_ID} characters.", fields=["agent_id"]
+            )
+        check_capabilities(message.capabilities)
         if len(message.public_key) != 32:
             raise errors.InvalidInput("public_key must be the 32-byte Ed25519 key.", fields=["public_key"])
         if len(message.challenge) != CHALLENGE_BYTES:
@@ -205,8 +261,8 @@ class AgentSemanticProtocolView(FrontDoorView):
             did=message.did,
             public_key=message.public_key,
             challenge=message.challenge,
-            agent_id=message.agent_id[:200],
-            capabilities=[name[:100] for name in message.capabilities],
+            agent_id=message.agent_id,
+            capabilities=list(message.capabilities),
             # Unix nanoseconds on the wire (§4); 0 is proto3's "not sent".
             timestamp=message.timestamp // NS if message.timestamp else None,
         )
@@ -251,7 +307,11 @@ class AgentSemanticProtocolView(FrontDoorView):
     # --- 0x02 IntentMessage ---------------------------------------------------------------------------------
 
     def signer(self, intent: asp_pb2.IntentMessage) -> Credentials:
-        """The credentials of the verified agent that signed ``intent``, or the refusal (401, 403 ``blocked``)."""
+        """The credentials of the verified agent that signed ``intent``, or the refusal (401, 403 ``blocked``).
+
+        The signature is not spent here (:func:`answered_once` spends it for the work): an intent refused on the way
+        may be sent again. A replay of one already answered is refused here, counted against the sender's network,
+        not against the agent whose message it is."""
         if not intent.signature:
             raise errors.AuthRequired(
                 "An IntentMessage must be signed (field 9; see the signed bytes in agent_handshake.asp.signing).",
@@ -279,23 +339,35 @@ class AgentSemanticProtocolView(FrontDoorView):
         refusal = agent.key.refusal(timezone.now())
         if refusal:
             raise errors.AuthRequired(f"The agent's key is {refusal}.")
-        seen = hashlib.sha256(signing.INTENT_DOMAIN + intent.signature).hexdigest()
-        if not SeenSignature.spend(seen):
-            raise errors.AuthRequired(
-                "This signed intent was already received (replay): send a new id and timestamp.", code="replayed"
-            )
+        if SeenSignature.objects.filter(pk=replay_key(intent)).exists():
+            raise replayed()
         key = agent.key
         key.scopes = trust.scopes_of(agent)
         return Credentials(key, "asp_signature", agent, trust.tier_of(agent.trust).rate_limits)
 
-    def intent(self, request: Request, intent: asp_pb2.IntentMessage, credentials: Credentials) -> HttpResponseBase:
-        agent = credentials.agent
-        assert agent is not None
+    def question(self, intent: asp_pb2.IntentMessage) -> str:
+        """The request ``intent`` puts in words, or the refusal the JSON front doors give such a question (400)."""
+        if len(intent.id) > MAX_INTENT_ID:
+            raise errors.InvalidInput(f"id is over {MAX_INTENT_ID} characters.", fields=["id"])
+        if len(intent.intent_vector) > MAX_INTENT_VECTOR:
+            raise errors.InvalidInput(
+                f"intent_vector holds over {MAX_INTENT_VECTOR} numbers.", fields=["intent_vector"]
+            )
+        if len(intent.payload) > MAX_PAYLOAD:
+            raise errors.InvalidInput(f"payload is over {MAX_PAYLOAD} characters.", fields=["payload"])
         text = intent.payload.strip()
         if not any(char.isalnum() for char in text) or unstorable(text):
             raise errors.InvalidInput(
                 "payload must be the request in words (at least one letter or digit).", fields=["payload"]
             )
+        check_capabilities(intent.capabilities)
+        return text
+
+    def intent(
+        self, request: Request, intent: asp_pb2.IntentMessage, credentials: Credentials, text: str
+    ) -> HttpResponseBase:
+        agent = credentials.agent
+        assert agent is not None
         capability, reason = self.choose(intent, text)
         response = asp_pb2.NegotiationResponse(
             request_id=intent.id,
@@ -341,7 +413,7 @@ class AgentSemanticProtocolView(FrontDoorView):
         clear route)."""
         capabilities = offered()
         names = {capability.name for capability in capabilities}
-        required = list(dict.fromkeys(intent.capabilities))[:MAX_CAPABILITIES]
+        required = list(dict.fromkeys(intent.capabilities))
         if required:
             missing = [name for name in required if name not in names]
             if missing:

@@ -61,8 +61,30 @@ fit: on top of the above, tune 120 for every setting tried, held-out 119 to 122 
 centring on the mean of the capabilities' texts (117 / 119 at best, on the earlier router); an answering
 capability's own content (site_info's about pages) as its fit (113 / 121 at best).
 
+A request that only names a topic ("tea", "green tea", "tasting", "orders": at most ``ROUTING_TOPIC_WORDS`` words,
+no digit, :func:`names_a_topic`) asks for no action: with a default, no action capability competes for it, and it
+is answered as a question (the answering capabilities by the usual rule, then the default). Its fit cannot tell it
+from an action: the vector of a word or two is its object's, and fits the action whose examples name that object as
+well as a request for the action does (measured on the demo, off-topic / with the topic: "tasting" 0.50 / 0.58 for
+book_appointment, "book tasting" 0.51 / 0.58; "orders" 0.65 for order_status, "where is my order" 0.72; "tea" 0.66
+with the topic for book_appointment, whose examples say "tea tasting", above the content's 0.61 less the margin), so
+an anonymous agent asking about "tea" was refused a booking with a 401. Of 56 topics of the demo's content (53 of
+one or two words), 15 went to an action that requires a key (book_appointment: "tea", "green tea", "tea set",
+"white tea", "tea ceremony", "tea accessories", "teaware", "tasting", "samplers"...; order_status: "shipping",
+"order", "orders"), 11 to a stock check or a quote ("whisk", "prices") and 5 to a clarification among actions
+("teapot"); now each of the 53 is answered (content_search, site_info, get_video), and the three-word "loose leaf
+tea" still goes to book_appointment. The form tells them apart: an action is something to do (a verb) and something
+to do it to, or input for it (a number: an order, a quantity, a date); a word or two with no number names a thing,
+and what the site can say about a thing is its content. Two words that do ask for an action ("book tasting", "order
+status", "human") are answered as questions too (how to book, how to track an order, how to reach the shop); a
+request in a sentence, or with a number ("track LK-1234"), is routed as before, and a 401 for an action it asks of
+an anonymous agent ("where is my order LK-1234") is right. None of the 384 development phrasings is so short (the
+shortest have three words), so the routing set's figures are unchanged. The rule reads the text the site embeds: an
+agent's own ``intent_vector`` is routed as it is.
+
 An answer to a clarification names its choice by number ("2", "the second"), by name or intent, or chooses it in
-words that fit it clearly among the candidates only (by :func:`route_ranked`'s rule); an answer that chooses none
+words that fit it clearly among the candidates only (by :func:`route_ranked`'s rule) and fit it at least
+``ROUTING_CHOICE_MIN_SCORE``, which words unrelated to every option do not reach; an answer that chooses none
 of them (a number past the list, another capability's name, words that fit none clearly) is an unknown capability,
 and the question stays open (:func:`choose`). :func:`offer` keeps the candidates' names in a session and
 :func:`resume` reads the choice on the next turn against that list, not against the capabilities offered by then: a
@@ -414,6 +436,22 @@ def embed_queries(texts: Sequence[str]) -> np.ndarray:
         raise errors.Unavailable(f"Routing is unavailable right now: {exc}") from exc
 
 
+#: Scripts written without spaces between words (Han, hiragana, katakana): each of their characters counts as a
+#: word in :func:`names_a_topic` (two characters are a word or two; a sentence is many).
+UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+TOPIC_WORD = re.compile(rf"[{UNSPACED}]|[^\W\d_{UNSPACED}]+")
+
+
+def names_a_topic(text: str) -> bool:
+    """Whether a request only names a topic ("tea", "green tea"): at least one and at most ``ROUTING_TOPIC_WORDS``
+    words (runs of letters, or characters of a script written without spaces), and no digit, which would be input
+    for an action (an order number, a quantity, a date). See the module's docstring."""
+    limit = app_settings.ROUTING_TOPIC_WORDS
+    if not limit or any(char.isdigit() for char in text):
+        return False
+    return 0 < len(TOPIC_WORD.findall(text)) <= limit
+
+
 def words(text: str) -> set[str]:
     """A text's words as cue tokens: lowercased, their first ``CUE_PREFIX`` letters (a crude stem that serves any
     language that writes words apart: "booking" and "book", "stocked" and "stock"), numbers and short words out."""
@@ -510,7 +548,9 @@ def route(
     an action capability competes only when it fits the request at least as well as the content does, less
     ``ROUTING_CONTENT_MARGIN`` (and from ``ROUTING_MIN_SCORE``). When none does, the request is a question: the
     answering capabilities compete by the usual rule, and a tie or a low score goes to the default rather than
-    to a clarification (see the module's docstring)."""
+    to a clarification (see the module's docstring). A ``text`` that only names a topic (:func:`names_a_topic`,
+    when it is what is embedded: no ``vector``) is such a question whatever the actions' fit."""
+    topic_only = vector is None and names_a_topic(text)
     ranking_vector = vector
     if vector is None and capabilities:
         # The content's fit takes the request as it is (the about page names the site); the capabilities' fit
@@ -542,7 +582,9 @@ def route(
             return max(app_settings.ROUTING_MIN_SCORE, fit(list(capability.applies_to)) - margin)
 
         claimed = [
-            item for item in ranked if not item.capability.action_type or item.against_content >= floor(item.capability)
+            item
+            for item in ranked
+            if not item.capability.action_type or (not topic_only and item.against_content >= floor(item.capability))
         ]
         if not any(item.capability.action_type for item in claimed):
             answering = route_ranked(as_question(claimed, default, vector, content=fit))
@@ -613,10 +655,20 @@ def numbered(answer: str, count: int) -> int | None:
 
 def choose(answer: str, candidates: Sequence[Capability]) -> Capability | None:
     """The candidate an answer to "which one?" chooses: by its number on the list, by its name or intent, or in
-    words that fit it clearly among the candidates alone (``ROUTING_MIN_SCORE``, ``ROUTING_MARGIN``, as
-    :func:`route_ranked` has it). None when it chooses none of them: a number past the list, the name of a
-    capability not on it, words that fit none clearly. (Ranked whatever they were, "4" of three options chose the
-    second, "content_search" one of the others, "neither" the best of them.)"""
+    words that fit it clearly among the candidates alone (``ROUTING_MARGIN``, as :func:`route_ranked` has it) and
+    fit it at least ``ROUTING_CHOICE_MIN_SCORE``. None when it chooses none of them: a number past the list, the
+    name of a capability not on it, words that fit none clearly. (Ranked whatever they were, "4" of three options
+    chose the second, "content_search" one of the others, "neither" the best of them.)
+
+    Words that name no option have a floor of their own, above ``ROUTING_MIN_SCORE``: a request is weighed against
+    every capability and the site's content, an answer only among the few options, and MiniLM gives any short text
+    a cosine of about 0.2 with any other, so the best of two or three options cleared 0.2 for words that mean none
+    of them ("teleport" chose escalate_to_human, "yes" check_inventory). Measured on the demo's capabilities (7
+    sets of options, 49 unrelated answers, 76 answers meaning an option): the unrelated answers' best option scored
+    0.20 at the median, 0.32 at the 95th percentile and at most 0.352 ("hello" for site_info, which it still
+    chooses; "hello" 0.34 for escalate_to_human, "no" 0.33, "yes" 0.32); the meant ones 0.58 at the median, 0.38 at
+    the 5th percentile ("availability" 0.349 and "reserve" 0.29, below the floor, now ask again). An answer that
+    chooses nothing only keeps the question open; one that chooses wrongly runs a capability, or answers 401."""
     if not candidates:
         return None
     number = number_named(answer)
@@ -632,7 +684,10 @@ def choose(answer: str, candidates: Sequence[Capability]) -> Capability | None:
         return named[0]
     if not named and lowered.strip(" \t\r\n.!'\"`") in {capability.name for capability in capability_registry}:
         return None  # another capability, by its name alone
-    return route_ranked(rank(answer, named or candidates)).chosen
+    ranked = rank(answer, named or candidates)
+    if not named and (not ranked or ranked[0].score < app_settings.ROUTING_CHOICE_MIN_SCORE):
+        return None  # words that fit every option no better than words unrelated to them do
+    return route_ranked(ranked).chosen
 
 
 # --- Asking which one, in a session --------------------------------------------------------------------------

@@ -166,9 +166,13 @@ def sign(data: bytes) -> bytes:
 
 
 def rotate_site_key() -> tuple[str, str, Path]:
-    """Replace the key file's key with a new one; the old file is kept beside it (``.rotated-<unix time>``) and the
-    old DID recorded as rotated. Returns the old DID, the new DID and the old file's new path. Other processes
-    keep signing with the old key until they restart."""
+    """Replace the key file's key with a new one; the old key is kept beside it (``.rotated-<unix time>``) and the
+    old DID recorded as rotated. Returns the old DID, the new DID and the kept file's path. Other processes
+    keep signing with the old key until they restart.
+
+    A file system that refuses (a read-only folder, an immutable file, a name too long) is ImproperlyConfigured,
+    and the key file then still holds the old key: the new key is written beside it and moved over it in one step,
+    so there is no moment without a key file, when a starting process would make a key of its own."""
     if app_settings.SITE_PRIVATE_KEY:
         raise ImproperlyConfigured(
             "The site key comes from the SITE_PRIVATE_KEY setting: rotate it by setting a new one (the manifests "
@@ -179,22 +183,61 @@ def rotate_site_key() -> tuple[str, str, Path]:
     old = site_did()
     rotated_site_keys()  # the old key is on record before it goes
     path = key_file_path()
-    kept = _unused_name(path.with_name(f"{path.name}.rotated-{int(time.time())}"))
-    os.replace(path, kept)
+    where = f"the site key file {path} ({SETTING_NAME}['SITE_KEY_FILE'])"
+    try:
+        old_pem = path.read_bytes()
+        kept = _keep_copy(path.with_name(f"{path.name}.rotated-{int(time.time())}"), old_pem)
+    except OSError as error:
+        raise ImproperlyConfigured(
+            f"Cannot rotate {where}: keeping a copy of the old key beside it failed: {_reason(error)}. "
+            "Nothing was changed; the old key is still in use."
+        ) from None
+    try:
+        _replace(path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            kept.unlink()
+        raise ImproperlyConfigured(
+            f"Cannot rotate {where}: replacing it with a new key failed: {_reason(error)}. "
+            "Nothing was changed; the old key is still in use."
+        ) from None
     _loaded = None
     load_site_key()
     rotated_site_keys()
     return old, site_did(), kept
 
 
-def _unused_name(path: Path) -> Path:
-    """``path``, or ``path-2``, ``path-3``...: the first that is not taken. Two rotations within one second would
-    otherwise give the same name, and ``os.replace`` would overwrite the first one's kept key."""
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
+def _keep_copy(path: Path, pem: bytes) -> Path:
+    """Write ``pem`` to ``path``, or ``path-2``, ``path-3``...: the first that is not taken (two rotations within one
+    second would otherwise share a name, and the second would overwrite the first one's kept key). Mode 0600."""
     candidate, number = path, 1
-    while candidate.exists():
-        number += 1
-        candidate = path.with_name(f"{path.name}-{number}")
-    return candidate
+    while True:
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            number += 1
+            candidate = path.with_name(f"{path.name}-{number}")
+            continue
+        _fill(fd, candidate, pem)
+        return candidate
+
+
+def _replace(path: Path) -> None:
+    """Put a new key at ``path`` in one step (written to a temporary file beside it, then moved over it)."""
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    temporary = _written_beside(path, pem)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_directory(path.parent)
 
 
 def rotated_site_keys() -> list[Any]:
@@ -292,15 +335,20 @@ def _read_or_create(path: Path) -> tuple[Ed25519PrivateKey, bool]:
     return key, True
 
 
+def _written_beside(path: Path, pem: bytes) -> str:
+    """A temporary file in ``path``'s directory holding ``pem``, on disk, to be moved or linked to ``path``.
+
+    mkstemp creates it with mode 0600, so the key is never readable by others, not even briefly; a failed write
+    leaves no file behind."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".site-ed25519-", suffix=".tmp")
+    _fill(fd, Path(temporary), pem)
+    return temporary
+
+
 def _publish(path: Path, pem: bytes) -> bool:
     """Put ``pem`` at ``path`` unless a file is already there; True when ours is the one that stays."""
-    # mkstemp creates the file with mode 0600, so the key is never readable by others, not even briefly.
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".site-ed25519-", suffix=".tmp")
+    temporary = _written_beside(path, pem)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(pem)
-            handle.flush()
-            os.fsync(handle.fileno())
         try:
             os.link(temporary, path)
             won = True
@@ -322,11 +370,22 @@ def _create_exclusive(path: Path, pem: bytes) -> bool:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(pem)
-        handle.flush()
-        os.fsync(handle.fileno())
+    _fill(fd, path, pem)
     return True
+
+
+def _fill(fd: int, path: Path, pem: bytes) -> None:
+    """Write ``pem`` to the new file ``path`` open as ``fd``, on disk when this returns; a failed write removes the
+    file, so no half-written key is left to be read as one."""
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
 
 
 def _sync_directory(directory: Path) -> None:

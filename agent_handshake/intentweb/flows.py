@@ -3,7 +3,9 @@
 - The first message of an ``interaction_id`` is an ``intent_request``. Its ``attribution.query_hash`` must be
   the hash of that message (:mod:`.attribution`); every later message repeats it. The intent is routed to a
   capability (:mod:`agent_handshake.concierge.routing`); when two are close, or none fits, the answer is a
-  ``clarification_request`` listing them, and the next message chooses.
+  ``clarification_request`` listing them, and the next message chooses. A turn may narrow the capabilities in its
+  reach (:meth:`Turn.reachable`: the intent page's, to those its key may use): it chooses, lists and continues only
+  among those, and an intent that fits only one out of reach is told so, with those in reach to choose from.
 - Then the site collects the capability's ``input_schema`` fields from the messages (the intent itself, then
   each ``information_response``; ``collected_information`` may carry them by name, as the intent page's forms
   do; a later value corrects an earlier one) and answers ``information_request`` with ``required_information``
@@ -148,6 +150,14 @@ class Turn:
     call_class: ClassVar[type[calls.Call]] = calls.Call
     #: The envelope's ``callback_url`` checked before the message's transaction (:meth:`check_callback`).
     callback_check: calls.CallbackCheck | None = field(default=None, init=False, repr=False)
+    #: What a clarification says first when the intent fits a capability :meth:`reachable` leaves out.
+    not_reachable_lead: ClassVar[str] = "That is not available here."
+
+    def reachable(self) -> list[Capability]:
+        """The capabilities this turn's intent may reach: every one :func:`offered` (an agent at ``/intent`` brings
+        its own key, and a refusal tells it which scope it lacks); the intent page narrows them to those its key
+        may use (:mod:`.page`)."""
+        return offered()
 
     @property
     def owner(self) -> Owner:
@@ -206,6 +216,9 @@ class Turn:
             endpoint=self.endpoint,
         )
         self.interaction = interaction
+        reachable = self.reachable()
+        # Routed over every capability, so that an intent that fits one out of reach is told so rather than taken to
+        # the nearest of those in reach (a call-back to a price quote); only one in reach is ever chosen or listed.
         route = routing.route(envelope.message, offered())
         try:
             with transaction.atomic():  # another request may be starting the same interaction_id right now
@@ -216,21 +229,30 @@ class Turn:
                 code="interaction_in_use",
                 status=409,
             ) from None
-        if route.chosen is None:
+        in_reach = {capability.name for capability in reachable}
+        if route.chosen is None or route.chosen.name not in in_reach:
+            candidates = [c for c in route.candidates if c.name in in_reach] if route.chosen is None else []
+            # Said only of a clear fit: a message that fits nothing clearly ("Hello") is asked which, not told no.
+            out_of_reach = route.chosen is not None
+            candidates = candidates or reachable  # none of those it fits is in reach: what is
             interaction.status = Interaction.Status.CLARIFYING
-            interaction.candidates = [capability.name for capability in route.candidates]
+            interaction.candidates = [capability.name for capability in candidates]
             interaction.save(update_fields=TURN_FIELDS)
-            return self.clarification(route.candidates, first=True)
+            return self.clarification(candidates, first=True, out_of_reach=out_of_reach)
         interaction.capability = route.chosen.name
         interaction.confidence = route.ranked[0].score
         return self.collect(route.chosen, [envelope.message])
 
-    def clarification(self, candidates: list[Capability], *, first: bool) -> Reply:
+    def clarification(self, candidates: list[Capability], *, first: bool, out_of_reach: bool = False) -> Reply:
+        """Which of ``candidates`` the client wants; ``out_of_reach``: the intent fitted only capabilities out of
+        :meth:`reachable`'s reach, which the question says first (and does not name)."""
         if not candidates:  # a question with no option to choose would be asked again after every answer
             raise errors.UnknownCapability("This site offers nothing to do through intents right now.")
         lines = [f"{number}. **{cell(c.intent_text)}**: {cell(c.description, 300)}"
                  for number, c in enumerate(candidates, start=1)]  # fmt: skip
         lead = "Which of these do you want?" if first else "I could not tell which of these you meant."
+        if out_of_reach:
+            lead = f"{self.not_reachable_lead} {lead}"
         recording.note(outcome=recording.Outcome.CLARIFICATION)
         return Reply(
             "clarification_request",
@@ -288,13 +310,14 @@ class Turn:
         if interaction.status == Interaction.Status.WAITING:
             return self.report(interaction)
         if interaction.status == Interaction.Status.CLARIFYING:
-            candidates = [c for c in offered() if c.name in interaction.candidates]
+            reachable = self.reachable()
+            candidates = [c for c in reachable if c.name in interaction.candidates]
             candidates.sort(key=lambda c: interaction.candidates.index(c.name))
             # An answer names an option of the list it was given: once one of those is gone, it may name another.
             changed = len(candidates) != len(interaction.candidates)
             chosen = None if changed else routing.choose(envelope.message, candidates)
             if chosen is None:
-                listed = offered()
+                listed = reachable
                 interaction.candidates = [c.name for c in listed]  # the next answer chooses among these
                 interaction.save(update_fields=TURN_FIELDS)
                 return self.clarification(listed, first=False)
@@ -305,7 +328,7 @@ class Turn:
             # Not read from the intent again: it was too vague to route, and a capability's own extractor may
             # take any text for a field ("something from the shop" as a product).
             return self.collect(chosen, [])
-        capability = next((c for c in offered() if c.name == interaction.capability), None)
+        capability = next((c for c in self.reachable() if c.name == interaction.capability), None)
         if capability is None:
             interaction.status = Interaction.Status.FAILED
             interaction.save(update_fields=TURN_FIELDS)
@@ -365,17 +388,28 @@ class Turn:
         data.update(self.envelope.collected)
         problem = check_input(capability, data)
         notes: list[str] = []
+        refused: list[str] = []
         if problem is not None and problem.invalid:
             for path, message in sorted(problem.invalid.items()):
                 name = path.split(".")[0]
                 notes.append(f"{cell(data.get(name, ''))} is not a valid {cell(name)}: {cell(message)}")
                 data.pop(name, None)
+                if name in properties and name not in refused:
+                    refused.append(name)
             problem = check_input(capability, data)
         interaction.status = Interaction.Status.COLLECTING
         interaction.collected = data
-        if problem is not None:
+        if problem is not None or refused:
+            # An invalid value is asked for again even where the field is optional: run without it, the action
+            # would do something the client did not ask for (a table for one where it asked for twenty). A message
+            # that leaves the field out then goes on without it.
+            missing = problem.missing if problem is not None else []
+            optional = [name for name in refused if name not in missing]
+            if optional:
+                notes.append(f"{', '.join(cell(name) for name in optional)}: send a valid value, or leave it out to "
+                             "go on without it.")  # fmt: skip
             interaction.save(update_fields=TURN_FIELDS)
-            return self.ask(capability, problem.missing, notes)
+            return self.ask(capability, [*missing, *optional], notes)
         return self.execute(capability, data)
 
     def authorise(self, capability: Capability) -> None:
@@ -581,13 +615,13 @@ def job_reply(job: Job, interaction: Interaction) -> Reply:
         reply.status = "completed"
         return reply
     interaction.status = Interaction.Status.FAILED
-    error = job.error or {}
-    message = error.get("message") or job.progress or f"The job is {job.status}."
+    code, message, details = errors.split_job_error(job.error)
+    message = message or job.progress or f"The job is {job.status}."
     # As a refusal's envelope has it (render_error): its code in status (sold_out, cancelled, concierge_error; an
     # expired job has none), the job's own state beside it.
     fields: dict[str, Any] = {"external_id": str(job.pk), "job_status": str(job.status)}
-    named = error.get("fields")
+    named = details.get("fields")
     if isinstance(named, list) and named:  # a refusal's fields, as an error envelope names them (render_error)
         # A capability names its input as "input.<field>"; here that input is the collected_information.
         fields["fields"] = [re.sub(r"^input\.", "collected_information.", str(name)) for name in named]
-    return Reply("error", cell(message, 600), status=str(error.get("code") or job.status), fields=fields)
+    return Reply("error", cell(message, 600), status=str(code or job.status), fields=fields)

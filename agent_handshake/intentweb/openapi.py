@@ -52,6 +52,15 @@ def _response(description: str) -> OpenApiResponse:
     return OpenApiResponse(ref("IntentResponse"), description=description)
 
 
+#: Both endpoints' answer while the site's key does not load: no envelope (it could not be signed) but the plain JSON
+#: error of a server-side problem, in AHP §10's shape (intentweb.views.unsigned_error).
+KEY_UNAVAILABLE = OpenApiResponse(
+    ref("AHPError"),
+    description="site_key_unavailable: the site's signing key does not load (system check E013 says why), so nothing "
+    "can be signed; unsigned, and nothing was stored.",
+)
+
+
 INTENT = {
     "operation_id": "intentweb_intent",
     "summary": "Send an IntentWeb 1.0 message: an intent, or an answer in an interaction",
@@ -69,6 +78,7 @@ INTENT = {
                 (429, "rate limit exceeded"),
             )
         },
+        (503, "application/json"): KEY_UNAVAILABLE,
     },
     "tags": ["IntentWeb"],
 }
@@ -121,6 +131,7 @@ INTENT_MANIFEST = {
         (200, "application/yaml"): OpenApiResponse(MANIFEST, description="The manifest, in YAML."),
         # It is cached and conditional like agent.json (views.IntentManifestView).
         304: OpenApiResponse(description="Not modified (If-None-Match / If-Modified-Since matched)."),
+        (503, "application/json"): KEY_UNAVAILABLE,
     },
     "tags": ["IntentWeb"],
 }

@@ -11,7 +11,9 @@ Who acts: people have no API key. The page acts with a key of the site's own (an
 "Intent page (this site)", created on first use) whose scopes are ``INTENT_UI_SCOPES``: empty by default, so the
 page offers only what needs no key until the site owner opts in (the demo allows bookings). Because every visitor
 shares that key, the page's limits count per client address, and an interaction can be continued only from the
-browser session that started it. Requests are CSRF-checked like any form of the site.
+browser session that started it. A message is routed among what the page lists alone (:class:`PageTurn`): one that
+fits only something else is told that it is not available on this page and offered what is. Requests are
+CSRF-checked like any form of the site.
 """
 
 from __future__ import annotations
@@ -74,7 +76,15 @@ class PageCall(calls.Call):
 
 
 class PageTurn(Turn):
+    """A message from the page: routed, clarified and continued among the capabilities the page lists
+    (:func:`page_may`) alone. Routed over every capability, a person's "Can someone call me back?" went to one the
+    page's key may not use, and the person, who has no key, was refused for lacking a scope."""
+
     call_class = PageCall
+    not_reachable_lead = "That is not available on this page."
+
+    def reachable(self) -> list[Capability]:
+        return [capability for capability in offered() if page_may(capability)]
 
 
 class IntentPageView(View):

@@ -18,13 +18,17 @@ limits and their headers are every door's). Before an envelope reaches its inter
 
 Every response is an envelope signed by the site: its own nonce and time, and one chain entry (``actor_type``
 ``intent_site``, ``actor_id`` the endpoint's URL) signed with the site's key, whose public half the manifests
-publish. A refusal is an ``error`` envelope with ``status`` naming it and the matching 4xx.
+publish. A refusal is an ``error`` envelope with ``status`` naming it and the matching 4xx. While the site's key does
+not load (system check E013 says why), nothing can be signed: every message is answered 503
+``site_key_unavailable``, the plain JSON error of a server-side problem (AHP §10's shape, as
+``/intentmanifest.yaml`` answers then), before anything is read or stored.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import logging
 import random
 import secrets
 from dataclasses import dataclass
@@ -33,7 +37,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router, transaction
-from django.http import HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.request import Request
@@ -42,6 +46,7 @@ from rest_framework.response import Response
 from ..concierge import errors
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described
+from ..hosts import base_url
 from ..identity.site_key import public_key_from_b64url, site_private_key
 from ..models import IntentNonce, Interaction, Job, TrustedActorKey
 from ..registry import INTENTWEB_VERSION
@@ -49,7 +54,24 @@ from . import attribution, flows
 from .envelope import Envelope, parse, parse_time
 from .openapi import INTENT
 
+logger = logging.getLogger(__name__)
+
 SITE_ACTOR_TYPE = "intent_site"
+SITE_KEY_UNAVAILABLE = "site_key_unavailable"
+
+
+def key_unavailable(cannot: str) -> errors.Unavailable:
+    """The refusal of an IntentWeb endpoint whose answer needs the site's key while it does not load; ``cannot``
+    says what cannot be done."""
+    return errors.Unavailable(
+        f"The site's signing key is unavailable, so {cannot} right now.", code=SITE_KEY_UNAVAILABLE
+    )
+
+
+def unsigned_error(error: errors.ConciergeError) -> JsonResponse:
+    """An error the site cannot sign (no envelope: its chain entry would need the key), as the JSON error every door
+    gives a server-side problem: ``{"status": "error", "code", "message"}`` with the error's status."""
+    return JsonResponse({"status": "error", "code": error.code, "message": error.message}, status=error.status)
 
 
 def now_iso() -> str:
@@ -103,9 +125,9 @@ def bounded(message: str) -> str:
     return message[:half] + "…" + message[-half:]
 
 
-def endpoint_of(request: Any) -> str:
-    base = app_settings.BASE_URL.rstrip("/") or f"{request.scheme}://{request.get_host()}"
-    return base + reverse("agent_handshake:intent")
+def endpoint_of(request: HttpRequest) -> str:
+    """The site's ``actor_id`` in its replies to ``request``: its intent endpoint, where the request reached it."""
+    return base_url(request) + reverse("agent_handshake:intent")
 
 
 def site_endpoint() -> str:
@@ -291,7 +313,21 @@ class IntentView(FrontDoorView):
     #: The turn a message runs (the intent page's calls count per client address).
     turn_class: type[flows.Turn] = flows.Turn
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # Every answer is signed: without the key there is none to give, so refuse before the message is read,
+        # counted or stored (a 500 at the end would have spent its nonce and kept its interaction). A preflight
+        # signs nothing.
+        if request.method != "OPTIONS":
+            try:
+                site_private_key()
+            except ImproperlyConfigured:
+                logger.exception("The site key cannot be loaded: %s answers 503", request.path[:200])
+                raise key_unavailable("its IntentWeb messages cannot be answered") from None
+        super().initial(request, *args, **kwargs)
+
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
+        if error.code == SITE_KEY_UNAVAILABLE:
+            return unsigned_error(error)
         data = getattr(self.request, "_full_data", None)
         data = data if isinstance(data, dict) else {}
         interaction_id = data.get("interaction_id") if isinstance(data.get("interaction_id"), str) else ""
@@ -376,7 +412,15 @@ def callback_body(job: Job) -> dict[str, Any]:
     can form it: the ``interaction_id`` and ``query_hash`` went with the interaction, so they are empty (as
     :meth:`IntentView.render_error` sends them when it cannot read them), its collected information is not sent
     again, ``external_id`` is the job's id, which the agent was given when the job was accepted, and the site signs
-    as :func:`site_endpoint` (the host the client used went with the interaction too)."""
+    as :func:`site_endpoint` (the host the client used went with the interaction too).
+
+    Without the site key there is no envelope to send: :class:`~agent_handshake.concierge.errors.Unavailable`, on
+    which the callback is tried again later, as for a receiver that cannot be reached (its message names the setting
+    or file to fix, never the key)."""
+    try:
+        site_private_key()
+    except ImproperlyConfigured as error:
+        raise errors.Unavailable(f"the site key is unavailable: {error}", code=SITE_KEY_UNAVAILABLE) from None
     interaction = Interaction.objects.filter(job=job).first()
     if interaction is None:
         # Unsaved: job_reply only sets its status and external_id.
