@@ -95,7 +95,7 @@ class ContentSignalOverrideInline(OnlyWhatChanged, admin.TabularInline):
 
 
 @admin.register(SiteProfile)
-class SiteProfileAdmin(OnlyWhatChanged, admin.ModelAdmin):
+class SiteProfileAdmin(OnlyWhatChanged, OddLookupsRefused, admin.ModelAdmin):
     """One page for the one profile: the change list goes straight to it."""
 
     inlines = [ContentSignalOverrideInline]
@@ -209,9 +209,12 @@ class ApiKeyInline(admin.TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # keys are issued on the API key page, which shows the secret once
 
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("client")  # each row is named like its client
+
 
 @admin.register(AgentClient)
-class AgentClientAdmin(OnlyWhatChanged, admin.ModelAdmin):
+class AgentClientAdmin(OnlyWhatChanged, OddLookupsRefused, admin.ModelAdmin):
     list_display = ("name", "contact_email", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("name", "contact_email")
@@ -235,11 +238,12 @@ class KeyHolderFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(OnlyWhatChanged, admin.ModelAdmin):
+class ApiKeyAdmin(OnlyWhatChanged, OddLookupsRefused, admin.ModelAdmin):
     """Issue, scope, expire and revoke keys. The secret is shown once, when the key is created."""
 
     form = ApiKeyForm
     list_display = ("__str__", "key_id", "scope_list", "expires_at", "revoked_at", "last_used_at")
+    list_select_related = ("client",)  # a key's name starts with its client's: one join, not a query per row
     list_filter = (KeyHolderFilter, ("revoked_at", admin.EmptyFieldListFilter))
     autocomplete_fields = ("client",)  # a menu would list every verified agent's client (see KeyHolderFilter)
     search_fields = ("name", "key_id", "client__name")
@@ -351,6 +355,9 @@ class DeskRequestAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
 
     form = DeskAnswerForm
     list_display = ("created_at", "capability", "short_message", "status", "expires_at", "answered_by")
+    # Named: Django's own select_related for a list follows no nullable relation, so each answered row read its
+    # operator with a query of its own.
+    list_select_related = ("answered_by",)
     list_filter = ("status",)
     search_fields = ("query", "requesting_agent")
     readonly_fields = ("capability", "requesting_agent", "message", "input", "status", "created_at", "expires_at")
@@ -411,7 +418,7 @@ class DeskRequestAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
 
 
 @admin.register(TrustedActorKey)
-class TrustedActorKeyAdmin(admin.ModelAdmin):
+class TrustedActorKeyAdmin(OddLookupsRefused, admin.ModelAdmin):
     """Keys of IntentWeb agents and gateways the site trusts: a chain entry naming the actor must verify."""
 
     list_display = ("actor_id", "label", "active", "created_at")
@@ -452,6 +459,11 @@ class SchemaKeyTextForm(forms.ModelForm):
         fields = ("key_name", "language", "semantic_description")
         widgets = {"semantic_description": forms.Textarea(attrs={"rows": 3, "cols": 80})}
 
+    def clean_language(self) -> str:
+        """The tag as the templates keep and look it up (``FR_ca`` is ``fr-ca``), so that the row's unique
+        constraint compares what the templates compare."""
+        return schema_templates.language_tag(self.cleaned_data.get("language") or "")
+
 
 class SchemaKeyTextFormSet(forms.BaseInlineFormSet):
     #: Set by :meth:`SchemaKeyTextInline.get_formset`.
@@ -459,6 +471,7 @@ class SchemaKeyTextFormSet(forms.BaseInlineFormSet):
     capability: Any = None
 
     def clean(self) -> None:
+        self.refuse_a_second_text_in_one_language()
         super().clean()
         if self.capability is None or may_change_security_keys(self.request):
             return
@@ -473,6 +486,25 @@ class SchemaKeyTextFormSet(forms.BaseInlineFormSet):
                     "payment or access, or the capability needs credentials): changing how agents are told to fill "
                     "it needs the permission 'Can change security-relevant keys of schema templates'."
                 )
+
+    def refuse_a_second_text_in_one_language(self) -> None:
+        """A template keeps one text per key and language (the last one it read): a second, however its tag is
+        written (``fr``, ``FR``; ``fr_CA``, ``fr-CA``), would have left the other stored but never published. Rows
+        stored before tags were normalised are compared as the templates read them too."""
+        seen: set[tuple[str, str]] = set()
+        for form in self.forms:
+            if self.can_delete and self._should_delete_form(form):
+                continue
+            name, language = form.cleaned_data.get("key_name"), form.cleaned_data.get("language")
+            if name is None or language is None:
+                continue  # an empty extra row, or one refused already
+            if (name, language) in seen:
+                form.add_error(
+                    "language",
+                    f"The key {name!r} already has a text in this language ({language or 'default'}), above: "
+                    "a language tag is read without regard to case, and _ as -. Change that text, or delete one.",
+                )
+            seen.add((name, language))
 
 
 class SchemaKeyTextInline(admin.TabularInline):
@@ -497,7 +529,7 @@ class SchemaKeyTextInline(admin.TabularInline):
 
 
 @admin.register(SchemaTemplate)
-class SchemaTemplateAdmin(admin.ModelAdmin):
+class SchemaTemplateAdmin(OddLookupsRefused, admin.ModelAdmin):
     """One row per scenario (MODE3 capability), made from its declaration: editors refine the key texts, and the
     template is published again with the next version when they save."""
 
@@ -665,7 +697,7 @@ class VerifiedAgentForm(forms.ModelForm):
 
 
 @admin.register(VerifiedAgent)
-class VerifiedAgentAdmin(OnlyWhatChanged, admin.ModelAdmin):
+class VerifiedAgentAdmin(OnlyWhatChanged, OddLookupsRefused, admin.ModelAdmin):
     """Agents that proved their DID. An operator may set the trust (recorded in the history), pin it (requests
     stop changing it), block the DID (every request gets 403) or grant extra scopes."""
 

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote  # job ids are token_urlsafe: '_' must be quoted
 from django.contrib.auth.models import Permission, User
 from django.contrib.contenttypes.models import ContentType
 from django.contrib.messages import get_messages
@@ -130,7 +131,7 @@ def test_jobs_are_read_only_in_the_admin(admin_client):
 
     job = Job.objects.create(capability="compile_report", query="tea", callback_url="https://agent.example/cb",
                              callback_last_error="503 Service Unavailable")  # fmt: skip
-    url = f"/admin/agent_handshake/job/{job.pk}/change/"
+    url = f"/admin/agent_handshake/job/{quote(job.pk)}/change/"
     page = admin_client.get(url)
     assert page.status_code == 200
     assert b"503 Service Unavailable" in page.content  # every field shown, none editable
@@ -357,7 +358,7 @@ def test_desk_list_and_page_show_any_json_message_escaped(admin_client, message,
     assert "<b>tea" not in html  # escaped, never markup
     assert "<i>sencha" not in html
     assert shown[:80] in unescape(html)
-    page = admin_client.get(f"/admin/agent_handshake/deskrequest/{job.pk}/change/")
+    page = admin_client.get(f"/admin/agent_handshake/deskrequest/{quote(job.pk)}/change/")
     assert page.status_code == 200
     assert "<b>tea" not in page.content.decode()
     assert "<i>sencha" not in page.content.decode()
@@ -402,3 +403,28 @@ def test_editing_an_override_writes_only_what_the_editor_changed(admin_client, d
     override.refresh_from_db()
     assert (override.ai_train, override.ai_input, override.search) == (False, False, False)
     assert override.updated_at > before  # it names the new state (the state token, Last-Modified)
+
+
+@pytest.mark.parametrize("job_id", ["desk_41_5Fid-x", "plain-id"])
+def test_the_desk_emails_link_opens_the_request_whatever_its_id_holds(admin_client, mailoutbox, settings, job_id):
+    """Job ids are ``token_urlsafe``: about one in fifty holds "_" and two hex digits, which the admin reads as a
+    quoted character ("_41" is "A"), so the email's link, made with the raw id, opened "not found" for those."""
+    import re
+
+    from agent_handshake.concierge.desk import notify_operators
+    from agent_handshake.models import Job
+
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "DESK_NOTIFY_EMAILS": ["desk@example.com"]}
+    Job.objects.create(
+        id=job_id,
+        capability="escalate_to_human",
+        query="A person, please.",
+        input={"message": "A person, please."},
+        status=Job.Status.WAITING,
+        needs_operator=True,
+    )
+    notify_operators(job_id)
+    link = re.search(r"Answer it in the admin: (\S+)", mailoutbox[-1].body).group(1)
+    page = admin_client.get(link)
+    assert page.status_code == 200, (link, page.status_code)
+    assert "A person, please." in page.content.decode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote  # job ids are token_urlsafe: '_' must be quoted
 
 from agent_handshake.models import AgentClient, ApiKey, TrustEvent, VerifiedAgent
 from tests.test_admin import shown_form
@@ -130,7 +131,7 @@ def test_a_second_operators_answer_is_not_reported_as_sent(client, django_captur
 
     job = Job.objects.create(capability="escalate_to_human", query="Smoky tea for a café?", status=Job.Status.WAITING,
                              input={"message": "Smoky tea for a café?"}, needs_operator=True)  # fmt: skip
-    url = f"/admin/agent_handshake/deskrequest/{job.pk}/change/"
+    url = f"/admin/agent_handshake/deskrequest/{quote(job.pk)}/change/"
     first, second = Client(), client
     first.force_login(User.objects.create_superuser("ann", "ann@example.com", "pw"))
     second.force_login(User.objects.create_superuser("bob", "bob@example.com", "pw"))

@@ -66,6 +66,19 @@ class ContentGapAdmin(OddLookupsRefused, admin.ModelAdmin):
         items = format_html_join("", "<li>{}</li>", ((example,) for example in gap.examples))
         return format_html("<ul>{}</ul>", items) if gap.examples else "-"
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "status":
+            field.show_hidden_initial = True  # changed: from the page shown, not another editor's decision since
+        return field
+
+    def save_model(self, request: HttpRequest, obj: ContentGap, form: Any, change: bool) -> None:
+        """The status set on the page is decided as by the actions (:func:`gaps.set_status`): an answered gap's
+        nearest page is measured again. Nothing else is written: the other fields are read-only here, and the
+        gap's run writes its count and examples meanwhile; a status left as shown is not written either."""
+        if change and "status" in form.changed_data:
+            gaps.set_status(ContentGap.objects.filter(pk=obj.pk), obj.status)
+
     def decide(self, request: HttpRequest, queryset: Any, status: str, verb: str) -> None:
         changed = gaps.set_status(queryset, status)
         self.message_user(request, f"{verb} {changed} content gap{'s' if changed != 1 else ''}.")

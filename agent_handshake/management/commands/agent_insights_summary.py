@@ -34,5 +34,10 @@ class Command(BaseCommand):
             return
         if not settings.MANAGERS:
             raise CommandError("settings.MANAGERS is empty: nobody to mail the summary to.")
-        mail_managers(f"Agent traffic on {site_name()}, {start} to {end}", text, fail_silently=False)
+        try:
+            mail_managers(f"Agent traffic on {site_name()}, {start} to {end}", text, fail_silently=False)
+        except OSError as error:  # smtplib.SMTPException is one, as are refused connections, timeouts, TLS errors
+            raise CommandError(
+                f"The summary could not be mailed to settings.MANAGERS: {error or type(error).__name__}."
+            ) from error
         self.stdout.write(f"Sent the summary of {start} to {end} to {len(settings.MANAGERS)} manager(s).")

@@ -10,6 +10,9 @@ from ...registry import NotRegistered
 from ...retrieval.embeddings import EmbeddingUnavailable
 from ...retrieval.index import EmbeddingModelChanged, refresh_lexeme_stats, reset_index, reset_passages
 
+#: The largest --batch-size: PostgreSQL refuses a cursor FETCH of 2**31 rows or more, and a batch is held in memory.
+MAX_BATCH_SIZE = 100_000
+
 
 class Command(BaseCommand):
     help = (
@@ -26,7 +29,12 @@ class Command(BaseCommand):
             metavar="APP_LABEL.MODEL",
             help="Only this registered model (repeatable). Default: all of them.",
         )
-        parser.add_argument("--batch-size", type=int, default=500)
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=500,
+            help=f"Objects read per database round trip (1 to {MAX_BATCH_SIZE}, default 500).",
+        )
         parser.add_argument(
             "--rebuild",
             action="store_true",
@@ -41,8 +49,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, models: list[str] | None = None, batch_size: int = 500, **options: Any) -> None:
-        if batch_size < 1:  # before --rebuild drops anything
-            raise CommandError("--batch-size must be at least 1.")
+        if not 1 <= batch_size <= MAX_BATCH_SIZE:  # before --rebuild drops anything
+            raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE}.")
         try:
             configs = configs_for(models)
         except NotRegistered as exc:
