@@ -146,6 +146,32 @@ def demo_env(tmp_path_factory):
     return env
 
 
+DEMO_PROCESSES = ("runserver", "worker", "beat")
+
+
+def demo_processes(demo: subprocess.Popen, deadline: float) -> list[psutil.Process]:
+    """Every process the running demo has (waiting until runserver, the Celery worker and beat have started)."""
+    while True:
+        processes = psutil.Process(demo.pid).children(recursive=True)
+        started = {role for process in processes for role in DEMO_PROCESSES if role in process.cmdline()}
+        if started == set(DEMO_PROCESSES):
+            return processes
+        assert time.monotonic() < deadline, f"the demo started {sorted(started)} of {DEMO_PROCESSES}"
+        assert demo.poll() is None, "the demo exited"
+        time.sleep(0.3)
+
+
+def processes_of(queue_dir: str) -> list[psutil.Process]:
+    """The demo's processes still running (a leftover would hold the server and make demo's output open)."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            # (the embedded PostgreSQL, started with them too, has its own checks)
+            if process.environ().get("AGENT_HANDSHAKE_QUEUE_DIR") == queue_dir and process.name() != "postgres":
+                found.append(process)
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGHUP to demo_serve", "SIGTERM to the process group"])
 def test_stopping_the_demo_stops_its_children_and_the_server(demo_env, how):
@@ -173,7 +199,10 @@ def test_stopping_the_demo_stops_its_children_and_the_server(demo_env, how):
                 break
             except OSError:
                 time.sleep(0.3)
-        children = psutil.Process(demo.pid).children(recursive=True)
+        children = demo_processes(demo, deadline)
+        # Each one is demo_serve's own child, which it stops and waits for. A process of theirs (Celery's embedded
+        # beat is a fork of the worker) would outlive a worker stopped while it forks, holding make demo's output open.
+        assert {child.pid: child.ppid() for child in children} == {child.pid: demo.pid for child in children}
         postmaster = postmaster_pid(data_dir)
         assert postmaster is not None
         if how.startswith("SIGHUP"):
@@ -299,14 +328,23 @@ def test_the_demo_on_a_port_in_use_fails_and_stops_everything(demo_env):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        demo = subprocess.run(
+        demo = subprocess.Popen(
             [sys.executable, "manage.py", "demo_serve", "--port", str(port)],
             cwd=ROOT,
             env=demo_env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
         )
-    assert "Stopped because web exited." in demo.stderr, demo.stderr
+        try:
+            demo.wait(120)
+            left = processes_of(demo_env["AGENT_HANDSHAKE_QUEUE_DIR"])
+            _, stderr = demo.communicate(timeout=30)  # nothing of the demo's holds its output open
+        finally:
+            for process in [demo, *processes_of(demo_env["AGENT_HANDSHAKE_QUEUE_DIR"])]:
+                with contextlib.suppress(ProcessLookupError, psutil.Error):
+                    process.kill()
+    assert left == []
+    assert "Stopped because web exited." in stderr, stderr
     assert demo.returncode != 0
     assert postmaster_pid(data_dir) is None

@@ -1,9 +1,13 @@
-"""Serve the demo: the Django development server and a Celery worker (with beat), until Ctrl-C.
+"""Serve the demo: the Django development server, a Celery worker and Celery beat, until Ctrl-C.
 
-Both run as child processes; Ctrl-C, SIGTERM or SIGHUP (a closed terminal) stops both, waits for them, and
-the embedded PostgreSQL stops with its last user. Sent to the whole process group (``docker stop``, systemd),
-the signals reach the children too: runserver then exits normally through agent_handshake.embedded's handler,
-the Celery worker through its own.
+All three run as child processes of this one; Ctrl-C, SIGTERM or SIGHUP (a closed terminal) stops them, waits for
+them, and the embedded PostgreSQL stops with its last user. Sent to the whole process group (``docker stop``,
+systemd), the signals reach the children too: runserver then exits normally through agent_handshake.embedded's
+handler, Celery through its own.
+
+Beat is a process of its own rather than the worker's ``--beat``: that one is a fork of the worker, which a worker
+stopped while it forks (runserver failing at once on a port in use) leaves running, holding the terminal's output
+and the embedded server. Only a process started here is one this command can wait for, and kill when it will not stop.
 """
 
 import os
@@ -20,7 +24,7 @@ from demo_site.pages.demo_key import curl_examples, demo_secret
 
 
 class Command(BaseCommand):
-    help = "Run the demo site: runserver on 127.0.0.1:PORT and a Celery worker, until Ctrl-C."
+    help = "Run the demo site: runserver on 127.0.0.1:PORT, a Celery worker and Celery beat, until Ctrl-C."
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
@@ -39,11 +43,13 @@ class Command(BaseCommand):
         for name in ("SIGINT", "SIGTERM", "SIGHUP"):
             if hasattr(signal, name):  # no SIGHUP on Windows
                 signal.signal(getattr(signal, name), stop)
+        celery = [sys.executable, "-m", "celery", "-A", "demo_site"]
         children = {
             "worker": subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--beat", "--schedule", str(schedule),
-                 "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO"],
-                cwd=base,
+                [*celery, "worker", "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO"], cwd=base
+            ),
+            "beat": subprocess.Popen(
+                [*celery, "beat", "--schedule", str(schedule), "--loglevel", "INFO"], cwd=base
             ),
             "web": subprocess.Popen(
                 [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=base
