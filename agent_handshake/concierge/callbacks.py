@@ -383,12 +383,18 @@ def _read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _quoted(text: str) -> str:
+    """The receiver's text with its control characters escaped (``\\x00``): it ends up in a database column (which
+    refuses NUL), the admin and logs."""
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
 def _outcome(status: int, response: http.client.HTTPResponse) -> tuple[bool, str, bool]:
     """(delivered, error, retryable) for a status."""
     if 200 <= status < 300:
         return True, "", False
     if 300 <= status < 400:
-        location = response.getheader("Location", "")
+        location = _quoted(response.getheader("Location", ""))
         return False, f"redirect {status} not followed" + (f" (Location: {location[:200]})" if location else ""), False
     return False, f"HTTP {status}", status >= 500 or status in (408, 425, 429)
 

@@ -1,0 +1,40 @@
+"""An adversarial look at outgoing callbacks: what a hostile receiver can make the site store or do.
+
+The receivers are real HTTP servers on 127.0.0.1 (tests/settings.py lets callbacks reach 127.0.0.1/32); the jobs
+are started through POST /agent/converse with an API key and delivered by the worker's own function.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_handshake import tasks
+from agent_handshake.concierge import jobs
+from agent_handshake.models import Job
+from tests.test_blocked_jobs import start_report
+from tests.test_callbacks import Receiver
+from tests.test_revoked_jobs import Holder
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_redirect_with_control_characters_in_its_location_is_recorded_not_a_crash(client):
+    """A receiver answering 302 with a NUL (and a terminal escape) in its Location: the attempt is recorded, given up
+    (redirects are not followed), with the Location quoted without raw control characters. PostgreSQL refuses NUL in
+    text, so the raw value rolled the attempt back: the callback stayed pending, uncounted, and recovery re-sent it
+    forever."""
+    holder = Holder()
+    hook = Receiver(status=302, headers={"Location": "http://x.example/\x00\x1b[31mred\x7f"}, body=b"").start()
+    try:
+        job_id = start_report(client, holder, hook.url())
+        assert tasks.run_job(job_id) == Job.Status.SUCCESS
+        assert jobs.deliver_callback(job_id) is None  # a redirect is not tried again
+        assert len(hook.requests) == 1
+    finally:
+        hook.stop()
+    job = Job.objects.get(pk=job_id)
+    assert (job.callback_state, job.callback_attempts, job.callback_last_status) == (Job.Callback.FAILED, 1, 302)
+    error = job.callback_last_error
+    assert error.startswith("redirect 302 not followed (Location: http://x.example/")
+    assert not any(ord(char) < 0x20 or ord(char) == 0x7F for char in error), error
+    assert "red" in error  # the printable rest is still shown
