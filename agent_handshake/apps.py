@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import pre_delete
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -11,9 +12,10 @@ class AgentHandshakeConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
         from .ahp.render import status_body
         from .concierge.capabilities import register_builtin_capabilities
-        from .concierge.jobs import register_callback_renderer
+        from .concierge.jobs import register_callback_renderer, withdraw_deleted_keys_jobs
         from .conf import app_settings
         from .intentweb.views import callback_body as intent_callback
+        from .models import ApiKey
         from .schema_templates.receivers import connect as connect_schema_templates
         from .schema_templates.views import callback_body as schema_templates_callback
         from .signal_handlers import connect
@@ -25,3 +27,4 @@ class AgentHandshakeConfig(AppConfig):
         register_callback_renderer("schema_templates", schema_templates_callback)  # ... or the job and its output
         connect()
         connect_schema_templates()
+        pre_delete.connect(withdraw_deleted_keys_jobs, sender=ApiKey, dispatch_uid="agent_handshake.deleted_keys_jobs")

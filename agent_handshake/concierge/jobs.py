@@ -28,6 +28,7 @@ before: a verified agent's block (``VerifiedAgent.blocked``, code ``agent_blocke
 callback is given up, with the reason, instead of sent. A job already running is not interrupted; only its callback
 is withheld. Each is read by one subquery of the statement that locks the job anyway (:func:`owner_refusal`), and
 taking the key back into use revives nothing. A key's expiry is no such refusal: see :func:`owner_refusal`.
+Deleting the key ends its queued work at once (:func:`withdraw_deleted_keys_jobs`, code ``key_deleted``).
 """
 
 from __future__ import annotations
@@ -292,6 +293,12 @@ OWNER_REFUSALS = {
         "Cancelled: its agent client is inactive",
         "Not sent: the agent client whose API key started the job was made inactive by the site's operators.",
     ),
+    # Set when the key is deleted (:func:`withdraw_deleted_keys_jobs`), not read by owner_refusal(): the key is gone.
+    "key_deleted": OwnerRefusal(
+        "The job was not run: the API key that started it was deleted by the site's operators.",
+        "Cancelled: its API key was deleted",
+        "Not sent: the API key that started the job was deleted by the site's operators.",
+    ),
 }
 
 
@@ -318,6 +325,26 @@ def owner_refusal(key_field: str = "api_key") -> Subquery:
         output_field=CharField(),
     )
     return Subquery(ApiKey.objects.filter(pk=OuterRef(key_field)).order_by().values(reason=reason)[:1])
+
+
+def withdraw_deleted_keys_jobs(sender, instance: ApiKey, **kwargs) -> None:
+    """``pre_delete`` of an API key (its admin page, its client's, a queryset's ``delete()``): the key's work ends
+    with it, as with a revocation. Its queued jobs (those waiting for a retry too) and those waiting for an operator
+    end ``cancelled``, code ``key_deleted``, and its callbacks still to be sent are given up; otherwise the jobs
+    would lose their key (``SET NULL``) and run as if nobody had started them.
+
+    A job a worker holds (claiming or running it) is skipped, not waited for: it finishes, and its callback, which
+    the deleted key could not sign, is given up when it comes to be sent. (The delete still waits for that worker,
+    to set the job's key to NULL.) Runs in the delete's transaction."""
+    with transaction.atomic():
+        held = Job.objects.select_for_update(skip_locked=True).filter(api_key=instance.pk)
+        for job in held.filter(status__in=(Status.QUEUED, Status.WAITING)):
+            job.owner_refusal = "key_deleted"
+            _owner_refused(job)
+        for job in held.filter(callback_state=Job.Callback.PENDING).exclude(status__in=Job.ACTIVE):
+            job.owner_refusal = "key_deleted"
+            _withhold_callback(job)
+            job.save()
 
 
 def _owner_refused(job: Job) -> None:
