@@ -200,3 +200,9 @@ def test_the_summary_mail_to_an_unreachable_server_is_a_command_error(settings, 
     with pytest.raises(CommandError, match=r"^The summary could not be mailed .*Connection refused"):
         call_command("agent_insights_summary", "--email", "--days", "2", stdout=out)
     assert "Sent" not in out.getvalue()
+    # Nothing is lost: the summary that could not be mailed is on stdout (cron mails a command's output), as without
+    # --email.
+    plain = StringIO()
+    call_command("agent_insights_summary", "--days", "2", stdout=plain)
+    assert plain.getvalue().strip()
+    assert out.getvalue() == plain.getvalue()

@@ -15,7 +15,8 @@ class Command(BaseCommand):
     help = (
         "A summary of agent traffic over the last closed days (default 7, ending yesterday in the site's time zone): "
         "requests by protocol and outcome, top agents and capabilities, p50/p95 latency, tokens, 429s, open content "
-        "gaps and pages never cited. On stdout, or with --email to settings.MANAGERS."
+        "gaps and pages never cited. On stdout, or with --email to settings.MANAGERS (on stdout if it cannot be "
+        "mailed)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -37,6 +38,7 @@ class Command(BaseCommand):
         try:
             mail_managers(f"Agent traffic on {site_name()}, {start} to {end}", text, fail_silently=False)
         except OSError as error:  # smtplib.SMTPException is one, as are refused connections, timeouts, TLS errors
+            self.stdout.write(text, ending="")  # nothing lost: cron mails a command's output to its owner
             raise CommandError(
                 f"The summary could not be mailed to settings.MANAGERS: {error or type(error).__name__}."
             ) from error
