@@ -45,6 +45,12 @@ _NUMERIC_LABEL = re.compile(r"(0x[0-9a-f]*|[0-9]+)\Z")
 
 _IPV4_PRIVATE = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 _IPV4_SHARED = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT, RFC 6598
+# IANA's special-purpose ranges that are not globally reachable though the ipaddress of some Python versions calls
+# them global: IETF protocol assignments (192.0.0.192 is Oracle Cloud Classic's metadata service) but for the PCP
+# and TURN anycast addresses, and IPv6's second documentation prefix (RFC 9637).
+_IPV4_PROTOCOL_ASSIGNMENTS = ipaddress.IPv4Network("192.0.0.0/24")
+_IPV4_GLOBAL_ANYCAST = frozenset(map(ipaddress.IPv4Address, ("192.0.0.9", "192.0.0.10")))
+_IPV6_DOCUMENTATION = ipaddress.IPv6Network("3fff::/20")
 _IPV6_UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
 _IPV6_SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")
 _IPV6_COMPATIBLE = ipaddress.IPv6Network("::/96")
@@ -104,6 +110,8 @@ def _ipv4_refusal(address: ipaddress.IPv4Address) -> str | None:
         return "shared address space"
     if any(address in network for network in _IPV4_PRIVATE):
         return "private"
+    if address in _IPV4_PROTOCOL_ASSIGNMENTS and address not in _IPV4_GLOBAL_ANYCAST:
+        return "not globally routable"
     return _unrouted(address)
 
 
@@ -123,6 +131,8 @@ def address_refusal(address: IPAddress) -> str | None:
     if inner:
         # The IPv6 ranges that carry IPv4 are not "global" themselves; what matters is where the packets go.
         return next((reason for reason in map(_ipv4_refusal, inner) if reason), None)
+    if address in _IPV6_DOCUMENTATION:
+        return "not globally routable"
     return _unrouted(address)
 
 
