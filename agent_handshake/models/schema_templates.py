@@ -51,21 +51,30 @@ def language_tag(value: str) -> str:
     return value.strip().lower().replace("_", "-")
 
 
+class LanguageTagField(models.CharField):
+    """A language tag, stored and compared as :func:`language_tag` writes it: every value the ORM sends to the
+    database (a save, ``QuerySet.update()``, ``bulk_create()``, a lookup's value) goes through it."""
+
+    def get_prep_value(self, value: Any) -> Any:
+        value = super().get_prep_value(value)
+        return language_tag(value) if isinstance(value, str) else value
+
+
 class SchemaKeyText(models.Model):
     """An editor's semantic description of one key of a template, in one language (blank: the default one).
 
-    ``language`` is stored as the templates look it up (:func:`language_tag`: ``FR`` is ``fr``, ``pt_BR`` is
-    ``pt-br``), so the unique constraint on (template, key, language) refuses a second text in a language however
-    its tag is written. A ``pre_save`` receiver normalises it on every save (``save()``, ``create()``,
-    ``get_or_create()``, the admin, and ``loaddata``'s raw save of a fixture); ``clean()`` does it before
-    ``full_clean()`` checks the constraint. ``QuerySet.update()`` and ``bulk_create()`` send no signal and call no
-    ``save()``: normalise the tag yourself there (with :func:`language_tag`), and in a lookup such as
-    ``filter(language=...)`` or ``update_or_create(language=...)``, which compares the tag as written. Should a
-    duplicate be stored anyway, the template publishes the text edited last."""
+    ``language`` is stored and compared as the templates look it up (:func:`language_tag`: ``FR`` is ``fr``,
+    ``pt_BR`` is ``pt-br``), so the unique constraint on (template, key, language) refuses a second text in a
+    language however its tag is written, and ``filter(language="FR")`` or ``update_or_create(language="FR")`` finds
+    the ``fr`` text: the field (:class:`LanguageTagField`) normalises every value the ORM sends to the database
+    (saves, ``QuerySet.update()``, ``bulk_create()``, lookups). A ``pre_save`` receiver normalises the instance's
+    own attribute on every save (``save()``, ``create()``, the admin, and ``loaddata``'s raw save of a fixture);
+    ``clean()`` does it before ``full_clean()`` checks the constraint. Should a duplicate be stored anyway (in SQL),
+    the template publishes the text edited last."""
 
     template = models.ForeignKey(SchemaTemplate, on_delete=models.CASCADE, related_name="texts")
     key_name = models.CharField(_("key"), max_length=64)
-    language = models.CharField(
+    language = LanguageTagField(
         _("language"),
         max_length=35,
         blank=True,
