@@ -6,6 +6,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import display_for_value, get_deleted_objects
+from django.contrib.auth import get_permission_codename
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -15,7 +16,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 
 from .admin_lookups import OddLookupsRefused
-from .concierge import input_pool
+from .concierge import input_pool, jobs
 from .identity import trust
 from .models import (
     AgentClient,
@@ -333,8 +334,25 @@ class JobAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
     date_hierarchy = "created_at"
     fieldsets = [(None, {"fields": JOB_FIELDS}), ("Callback", {"fields": CALLBACK_FIELDS})]
 
+    actions = ["resend_callbacks"]
+
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # Django's view-only change page shows every field
+
+    def has_resend_permission(self, request: HttpRequest) -> bool:
+        """Staff who may change jobs (the page itself is read-only for everyone)."""
+        return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename('change', self.opts)}")
+
+    @admin.action(description="Send the selected jobs' failed callbacks again", permissions=["resend"])
+    def resend_callbacks(self, request: HttpRequest, queryset: Any) -> None:
+        selected = list(queryset.values_list("pk", flat=True))
+        count = jobs.resend_callbacks(selected)
+        message = f"{count} callback(s) queued to be sent again."
+        if len(selected) > count:
+            message += (
+                f" {len(selected) - count} left as they were: only a finished job's failed callback is sent again."
+            )
+        self.message_user(request, message, messages.SUCCESS if count else messages.WARNING)
 
 
 class DeskAnswerForm(forms.ModelForm):

@@ -456,6 +456,30 @@ def _schedule_callback(job: Job) -> None:
     transaction.on_commit(lambda: _enqueue_callback(job_id))
 
 
+def resend_callbacks(job_ids: Any) -> int:
+    """Send the failed callbacks of these finished jobs again (an operator's action, once the agent's endpoint or
+    the site's signing key works again); how many were queued. Each delivery starts afresh: its attempts from zero,
+    retried as usual, and refused as usual at the time it is sent (a key revoked since gets nothing). Jobs that are
+    not finished, have no callback, or whose callback did not fail are left as they are, as are rows a worker holds
+    (a delivery under way)."""
+    with transaction.atomic():
+        failed = list(
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(pk__in=job_ids, status__in=Job.FINAL, callback_state=Job.Callback.FAILED)
+            .exclude(callback_url="")
+        )
+        for job in failed:
+            _schedule_callback(job)
+            job.callback_attempts = 0
+            job.save(
+                update_fields=[
+                    "callback_state", "callback_attempts", "callback_next_attempt_at", "recoveries", "recover_after",
+                    "updated_at",
+                ]
+            )  # fmt: skip
+    return len(failed)
+
+
 def _withhold_callback(job: Job) -> None:
     """Give the callback up unsent, for ``job.owner_refusal`` (the caller saves the job): recovery re-sends only
     pending ones, so taking the key back into use later sends nothing."""
