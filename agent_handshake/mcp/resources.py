@@ -19,6 +19,7 @@ from django.utils.encoding import iri_to_uri
 from django.utils.http import RFC3986_SUBDELIMS
 
 from .. import state
+from ..concierge.validation import cut
 from ..conf import app_settings
 from ..indexing import documents_of
 from ..llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
@@ -28,6 +29,8 @@ from .tools import Exchange
 
 MARKDOWN = "text/markdown"
 PAGE_SIZE = 100
+#: The most of a URI that was not found that the error quotes back.
+URI_SHOWN = 256
 
 
 def _cursor(after: int) -> str:
@@ -97,7 +100,7 @@ def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     if found is None:
         # 2026-07-28 gave "resource not found" the code of invalid params; earlier revisions have their own.
         code = INVALID_PARAMS if exchange.revision.modern else RESOURCE_NOT_FOUND
-        raise RpcError(code, "Resource not found", {"uri": uri})
+        raise RpcError(code, "Resource not found", {"uri": cut(uri, URI_SHOWN)})
     text, label = found
     # One budget for the whole HTTP request: a batch of reads is held in memory at once, as one response.
     exchange.resource_chars += len(text)
@@ -105,7 +108,7 @@ def read(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
         raise RpcError(
             INVALID_PARAMS,
             f"This request has read over {app_settings.MCP_MAX_RESOURCE_CHARS} characters of resources; read "
-            f"{uri} in a request of its own.",
+            f"{cut(uri, URI_SHOWN)} in a request of its own.",
         )
     # The document's content signals, as its markdown version's Content-Signal header gives them (the view sends
     # that header too): an MCP client sees no HTTP header, and the site-wide one would say ai-input=yes for a

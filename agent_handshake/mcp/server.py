@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
 from .. import state
+from ..concierge.validation import named
 from ..conf import app_settings
 from ..identity.site_key import site_did, site_public_key
 from ..registry import AHP_VERSION
@@ -85,7 +86,7 @@ METHODS: dict[str, Callable[[dict[str, Any], Exchange], dict[str, Any]]] = {
 def dispatch(message: Message, exchange: Exchange) -> dict[str, Any]:
     method = METHODS.get(message.method)
     if method is None:
-        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {named(message.method)}")
     value = method(message.params, exchange)
     if exchange.revision.modern:
         value = {

@@ -28,7 +28,7 @@ from ..concierge import calls, errors, jobs
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, Turn, converse
 from ..concierge.invocation import authorize
-from ..concierge.validation import check_query
+from ..concierge.validation import MAX_PROBLEMS, check_query, named, shown
 from ..identity.auth import Credentials
 from ..insights import recording
 from ..models import Job
@@ -203,7 +203,7 @@ def call(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     capability = capabilities.get(name)
     if capability is None:
         available = [tool["name"] for tool in definitions(exchange.revision)]
-        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}", {"available_tools": available})
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {named(name)}", {"available_tools": available})
     try:
         authorize(capability, exchange.credentials)
         query, session_id = common_arguments(arguments, required=not capability.action_type)
@@ -271,10 +271,13 @@ def invoke(
     fields = _input_properties(capability)
     unknown = sorted(set(arguments) - set(fields) - set(COMMON))
     if unknown:
+        # Named cut, and at most MAX_PROBLEMS of them: the refusal does not grow with what was sent.
+        shown_names = [named(name) for name in unknown[:MAX_PROBLEMS]]
+        more = f" and {len(unknown) - MAX_PROBLEMS} more" if len(unknown) > MAX_PROBLEMS else ""
         raise errors.InvalidInput(
-            f"Unknown arguments for {capability.name!r}: {', '.join(unknown)}; it takes "
+            f"Unknown arguments for {capability.name!r}: {', '.join(shown_names)}{more}; it takes "
             f"{', '.join([*COMMON, *fields])}.",
-            fields=[f"arguments.{name}" for name in unknown],
+            fields=[f"arguments.{name}" for name in shown_names],
         )
     structured = {name: value for name, value in arguments.items() if name in fields}
     request = exchange.request
@@ -331,7 +334,7 @@ def job_status(arguments: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
         raise errors.AuthRequired("A job's status is readable only with the credentials that started it.")
     job = Job.objects.filter(pk=job_id).first() if len(job_id) <= 64 and job_id.isascii() else None
     if job is None:
-        raise errors.NotFound(f"No job has the job_id {job_id!r}.")
+        raise errors.NotFound(f"No job has the job_id {shown(job_id)}.")
     if job.api_key_id != exchange.credentials.key.pk:
         raise errors.Forbidden("These credentials did not start this job.")
     if job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():

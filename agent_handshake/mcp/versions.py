@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..concierge.validation import named, shown
 from ..registry import MCP_VERSIONS
 from .jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION, Message, RpcError
 
@@ -75,10 +76,10 @@ def negotiate(requested: Any) -> str:
 
 
 def unsupported(requested: Any) -> RpcError:
+    # What was asked, cut: a header's value has no body cap to bound it.
+    asked = named(requested) if isinstance(requested, str) else shown(requested)
     return RpcError(
-        UNSUPPORTED_PROTOCOL_VERSION,
-        "Unsupported protocol version",
-        {"supported": list(VERSIONS), "requested": requested},
+        UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", {"supported": list(VERSIONS), "requested": asked}
     )
 
 
@@ -104,9 +105,10 @@ def revision_of(message: Message, headers: Mapping[str, str]) -> Revision:
         for name, expected in mirrored.items():
             sent = headers.get(name)
             if sent is None and expected is not None:  # a gateway may route on it: left out is refused, as a lie is
-                raise RpcError(HEADER_MISMATCH, f"The {name} header is missing; it must be {expected!r}.")
+                raise RpcError(HEADER_MISMATCH, f"The {name} header is missing; it must be {shown(expected)}.")
             if sent is not None and header_value(sent) != expected:
-                raise RpcError(HEADER_MISMATCH, f"The {name} header ({sent!r}) does not match the body ({expected!r}).")
+                message = f"The {name} header ({shown(sent)}) does not match the body ({shown(expected)})."
+                raise RpcError(HEADER_MISMATCH, message)
         if not isinstance(version, str):
             raise RpcError(INVALID_PARAMS, f"params._meta[{PROTOCOL_VERSION_META!r}] must be a string.")
         if version not in VERSIONS:

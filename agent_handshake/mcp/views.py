@@ -42,6 +42,7 @@ from rest_framework.response import Response
 from .. import content_signals, state
 from ..concierge import errors
 from ..concierge.answering import combined_signals
+from ..concierge.validation import named
 from ..conf import app_settings
 from ..frontdoor import AgentJSONParser, FrontDoorView, described
 from ..hosts import base_url
@@ -128,7 +129,8 @@ class MCPView(FrontDoorView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         origin = request.headers.get("Origin")
         if origin is not None and not origin_allowed(origin):
-            raise errors.Forbidden(f"The Origin {origin!r} is not one of this site's hosts.", code="origin_refused")
+            message = f"The Origin {named(origin)!r} is not one of this site's hosts."
+            raise errors.Forbidden(message, code="origin_refused")
         super().initial(request, *args, **kwargs)
 
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
