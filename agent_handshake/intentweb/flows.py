@@ -133,6 +133,14 @@ def labels_of(capability: Capability) -> dict[str, str]:
     return {name: (spec.get("title") or name.replace("_", " ").capitalize()) for name, spec in properties.items()}
 
 
+#: The flow types a client asks the site something with (IntentWeb §3.4: "Either" direction), not answers.
+QUESTIONS = ("information_request", "clarification_request")
+QUESTION_NOTE = (
+    "Your {flow_type} asks a question, which this interaction does not answer: it was not taken as an answer. "
+    "Send what is still needed as an information_response."
+)
+
+
 # --- the interaction ----------------------------------------------------------------------------------------------
 
 
@@ -309,13 +317,17 @@ class Turn:
             return Reply("error", "The interaction is closed, as you asked.", status="closed")
         if interaction.status == Interaction.Status.WAITING:
             return self.report(interaction)
+        # §3.4: a client's information_request or clarification_request asks the site something ("Do you have
+        # vegan options?"); it answers nothing, so its words neither choose an option nor fill a field (read as the
+        # answer to a one-field question, "Is there parking?" was the name a tasting was booked under).
+        question = envelope.flow_type in QUESTIONS
         if interaction.status == Interaction.Status.CLARIFYING:
             reachable = self.reachable()
             candidates = [c for c in reachable if c.name in interaction.candidates]
             candidates.sort(key=lambda c: interaction.candidates.index(c.name))
             # An answer names an option of the list it was given: once one of those is gone, it may name another.
             changed = len(candidates) != len(interaction.candidates)
-            chosen = None if changed else routing.choose(envelope.message, candidates)
+            chosen = None if changed or question else routing.choose(envelope.message, candidates)
             if chosen is None:
                 listed = reachable
                 interaction.candidates = [c.name for c in listed]  # the next answer chooses among these
@@ -333,6 +345,8 @@ class Turn:
             interaction.status = Interaction.Status.FAILED
             interaction.save(update_fields=TURN_FIELDS)
             return Reply("error", "This capability is no longer offered.", status="unavailable", http_status=410)
+        if question:
+            return self.collect(capability, [], notes=[QUESTION_NOTE.format(flow_type=envelope.flow_type)])
         return self.collect(capability, [envelope.message], answering=True)
 
     def retried(self, interaction: Interaction) -> Reply | None:
@@ -363,9 +377,12 @@ class Turn:
 
     # --- collecting the input -----------------------------------------------------------------------------------
 
-    def collect(self, capability: Capability, texts: list[str], *, answering: bool = False) -> Reply:
+    def collect(
+        self, capability: Capability, texts: list[str], *, answering: bool = False, notes: list[str] | None = None
+    ) -> Reply:
         """``texts`` read for ``capability``'s input; ``answering``: they answer the site's last question (so a
-        one-field question may be answered by the whole message), rather than state the intent."""
+        one-field question may be answered by the whole message), rather than state the intent; ``notes``: what the
+        site says first if it asks again."""
         interaction = self.interaction
         assert interaction is not None
         self.authorise(capability)
@@ -387,7 +404,7 @@ class Turn:
             data.update(answer_input(capability, text, asked))
         data.update(self.envelope.collected)
         problem = check_input(capability, data)
-        notes: list[str] = []
+        notes = list(notes or [])
         refused: list[str] = []
         if problem is not None and problem.invalid:
             for path, message in sorted(problem.invalid.items()):
