@@ -55,6 +55,9 @@ class Exchange:
     challenged: bool = False
     #: Set when an idempotent retry got the stored answer (the view sends ``Idempotent-Replayed``).
     replayed: bool = False
+    #: Set when the concierge refused a call as AHP would with a 4xx, which MCP answers with 200 (a tool error): the
+    #: view counts the request as declined, so a verified agent's trust goes down for it, not up.
+    refused: bool = False
     usages: list[ratelimit.Usage] = field(default_factory=list)
     #: The models (labels; None: the site) whose documents resources/read answered (the view's Content-Signal).
     signal_labels: list[str | None] = field(default_factory=list)
@@ -176,6 +179,7 @@ def refusal(exc: errors.ConciergeError, exchange: Exchange) -> dict[str, Any]:
     status AHP would answer it with says (401 and 403 refused, 429 rate limited, else an error), since this one is
     answered with 200. A call's own refusals are rendered by ``invoke`` and noted by the call."""
     exchange.challenged |= isinstance(exc, errors.AuthRequired)
+    exchange.refused |= 400 <= exc.status < 500
     recording.note(outcome=recording.outcome_of_status(exc.status))
     return tool_error(exc, exchange.revision)
 
@@ -297,7 +301,9 @@ def invoke(
 
     def render(outcome: calls.Result) -> calls.Rendered:
         if isinstance(outcome, calls.Refused):
-            return 200, tool_error(outcome.error, revision)
+            # The status AHP would answer it with (MCP answers 200): kept with an idempotent call's answer, so a
+            # replay is a refusal too.
+            return outcome.error.status, tool_error(outcome.error, revision)
         if isinstance(outcome, calls.NeedsInput):
             text = (
                 f"{outcome.question} Call {capability.name} again with session_id {outcome.session_id!r} and "
@@ -320,8 +326,9 @@ def invoke(
         return 200, result(outcome.outcome.answer or json.dumps(data, ensure_ascii=False), structured, revision)
 
     idempotency_key = request.headers.get("Idempotency-Key")
-    _, body = call_.respond(render, idempotency_key)
+    status, body = call_.respond(render, idempotency_key)
     exchange.replayed |= call_.replayed
+    exchange.refused |= 400 <= status < 500
     return body
 
 

@@ -18,7 +18,8 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
 - a JSON-RPC error's HTTP status is 400 for a body that is not JSON-RPC (and, on 2026-07-28, the statuses that
   revision assigns); a request the concierge refuses as a whole (credentials, limits, size) gets the HTTP status
   AHP would (401, 429, 413) with a JSON-RPC error body; the traffic insights record a JSON-RPC error, or a tool
-  error, answered with 200 as the error it is (README, "What is recorded"), not as the success the status says;
+  error, answered with 200 as the error it is (README, "What is recorded"), not as the success the status says, and
+  a verified agent's trust goes down for one the concierge refused (a 4xx on AHP), as it would on AHP;
 - a 401, and a tool that needed credentials, carry ``WWW-Authenticate`` with ``resource_metadata`` pointing at
   the RFC 9728 metadata (:class:`ProtectedResourceMetadataView`). Keys come from the site owner: we run no OAuth
   authorization server.
@@ -177,6 +178,7 @@ class MCPView(FrontDoorView):
             message = jsonrpc.parse(data)
         except RpcError as exc:
             recording.note(outcome=recording.Outcome.ERROR)  # in a batch, its HTTP status is the batch's 200
+            self.declined = True
             request_id = data.get("id") if isinstance(data, dict) and jsonrpc.valid_id(data.get("id")) else None
             return exc.body(request_id), 400
         if message.kind != "request":
@@ -197,6 +199,7 @@ class MCPView(FrontDoorView):
         except RpcError as exc:
             # An error in a 200 body, on the revisions that answer errors so: the status would say it is a success.
             recording.note(outcome=recording.Outcome.ERROR)
+            self.declined = True  # nor does a verified agent's trust go up for it
             if revision is None or revision.modern:
                 status = HTTP_STATUS.get(exc.code, 200)
             else:
@@ -207,6 +210,9 @@ class MCPView(FrontDoorView):
         exchanges = getattr(self, "exchanges", [])
         if response.status_code == 401 or any(exchange.challenged for exchange in exchanges):
             response.headers["WWW-Authenticate"] = challenge(request._request)
+        # A tool error the concierge refused (isError, answered with 200) is declined, as its 4xx on AHP is: a
+        # verified agent's trust goes down for it. A batch is one request: one refusal in it declines it.
+        self.declined = self.declined or any(exchange.refused for exchange in exchanges)
         if any(exchange.replayed for exchange in exchanges):
             response.headers["Idempotent-Replayed"] = "true"
         if labels := [label for exchange in exchanges for label in exchange.signal_labels]:

@@ -1,0 +1,82 @@
+"""A verified agent's trust moves with what MCP did with its request, as on every other front door: up for a request
+the site accepted, down for one it refused (identity/trust.py: "any 4xx: a malformed request, a scope it lacks").
+MCP answers a refused tool call (``isError``) and most JSON-RPC errors with HTTP 200, which the front door read as
+accepted: an agent refused a tool for want of its tier's scope climbed into that tier by being refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_handshake.models import VerifiedAgent
+from demo_site.shop.models import Appointment
+from tests.test_mcp import tasting_booking
+from tests.test_verified_agents import TIERS, Agent
+
+pytestmark = pytest.mark.django_db
+
+
+def rpc(client, agent, method, params=None, id=1, **headers):
+    body = {"jsonrpc": "2.0", "id": id, "method": method, **({"params": params} if params is not None else {})}
+    response = client.post("/mcp", json.dumps(body), content_type="application/json", **agent.headers, **headers)
+    return response, response.json() if response.content else None
+
+
+def trust_of(agent):
+    return VerifiedAgent.objects.get(did=agent.did).trust
+
+
+@pytest.fixture
+def agent(client, settings):
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "DID_TRUST_TIERS": TIERS}
+    agent = Agent(client)
+    assert agent.handshake()["tier"] == "new"  # no book_appointment scope until 0.6
+    return agent
+
+
+def test_a_refused_tool_call_lowers_trust_and_never_earns_the_scope_it_lacked(client, demo_content, agent):
+    booking = tasting_booking()
+    before = trust_of(agent)
+    for attempt in range(4):
+        params = {"name": "book_appointment", "arguments": booking}
+        response, body = rpc(client, agent, "tools/call", params, id=attempt)
+        assert response.status_code == 200
+        assert body["result"]["isError"] is True, body
+        assert body["result"]["_meta"]["code"] == "forbidden"
+        assert trust_of(agent) < before, (attempt, trust_of(agent))
+        before = trust_of(agent)
+    assert not Appointment.objects.exists()
+
+
+def test_json_rpc_errors_and_invalid_tool_input_lower_trust(client, demo_content, agent):
+    cases = [
+        ("no/such", None),  # -32601, 200 on the handshake revisions
+        ("tools/call", {"name": "no_such_tool"}),  # -32602
+        ("resources/read", {"uri": "http://testserver/no/such/page/"}),  # -32002
+        ("tools/call", {"name": "content_search", "arguments": {"query": 5}}),  # isError, invalid input
+    ]
+    for method, params in cases:
+        before = trust_of(agent)
+        response, body = rpc(client, agent, method, params)
+        assert response.status_code == 200, body
+        assert "error" in body or body["result"]["isError"] is True, body
+        assert trust_of(agent) < before, (method, params)
+
+
+def test_an_accepted_request_still_raises_trust(client, demo_content, agent):
+    question = {"name": "content_search", "arguments": {"query": "sencha"}}
+    for method, params in [("ping", None), ("tools/call", question)]:
+        before = trust_of(agent)
+        response, body = rpc(client, agent, method, params)
+        assert response.status_code == 200
+        assert "result" in body, body
+        assert not body["result"].get("isError"), body
+        assert trust_of(agent) > before, method
+    # A batch holding a refusal is refused as a whole; one of accepted requests is accepted.
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "no/such"}]
+    for messages, moves_up in ((batch, False), (batch[:1], True)):
+        before = trust_of(agent)
+        response = client.post("/mcp", json.dumps(messages), content_type="application/json", **agent.headers)
+        assert response.status_code == 200
+        assert (trust_of(agent) > before) is moves_up, messages
