@@ -11,9 +11,10 @@ per ranked item as soon as retrieval has ranked them (before any answer is writt
 followed by a ``content`` event, the item in words), ``content`` (the summary, when asked for: last in a stream,
 first in a JSON answer's ``content``), then ``complete`` (the full ``_meta``); a failure half-way is a ``failure``
 event, and the stream ends with ``end``. A capability call and ``/await`` answer at once, so their streams are
-the whole answer's events (:func:`body_events`): ``start``, the elicitation, the promise, each result or a job's
-failure, ``complete``, ``end``. Whatever can be refused (bad input, limits, credentials, an unknown
-conversation's turn limit...) is refused before the stream starts, with a JSON Failure and its 4xx status.
+the whole answer's events (:func:`body_events`): ``start``, the elicitation, the promise, each result (then the
+summary's ``content``) or a job's failure, ``complete``, ``end``. Whatever can be refused (bad input, limits,
+credentials, an unknown conversation's turn limit...) is refused before the stream starts, with a JSON Failure and
+its 4xx status.
 """
 
 from __future__ import annotations
@@ -297,7 +298,8 @@ def streamed_if_asked(request: Request, response: Response, streaming: bool = Fa
 def body_events(body: dict[str, Any]) -> Iterator[bytes]:
     """The events of a whole response body, in the order and shape a question's stream has them: ``start`` (the
     ``_meta``), then the elicitation, the promise or the failure, or each result (with its ``content`` for
-    ``chatgpt_app``), then ``complete`` (the ``_meta`` again; a failure ends the stream instead)."""
+    ``chatgpt_app``) and the summary's ``content`` when there is one, then ``complete`` (the ``_meta`` again; a
+    failure ends the stream instead)."""
     head = body["_meta"]
     yield event("start", {"_meta": {**head, "streaming": True}})
     if "error" in body:
@@ -313,6 +315,8 @@ def body_events(body: dict[str, Any]) -> Iterator[bytes]:
             yield event("result", {"index": index, "item": result})
             if head.get("response_format") == "chatgpt_app":
                 yield event("content", render.item_content(result))
+        if head.get("summary"):  # the last ``content``, as in a question's stream (the first of a JSON answer's)
+            yield event("content", {"type": "text", "text": head["summary"]})
     yield event("complete", {"_meta": head})
 
 

@@ -1,0 +1,38 @@
+"""NLWeb v0.54 ``/ask`` and ``/await``: defects found in an adversarial review, each with the test that showed it
+(in process, Django's test client through the whole middleware stack, the real embedding model and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.nlweb_schema import assert_valid
+from tests.test_nlweb import parse_events, post
+
+pytestmark = pytest.mark.django_db
+
+IN_STOCK = {"text": "Is it in stock?", "capability": "check_inventory", "input": {"product": "LK-TEA-0001"}}
+
+
+def test_a_streamed_capability_answer_delivers_its_summary_as_content(client, demo_content):
+    """§8.4: "events must eventually deliver the full JSON structure". A capability's Answer in ``chatgpt_app``
+    has the outcome's answer as its first ``content`` item; streamed, that item was never sent (only each result's
+    own ``content``), where a question's stream sends its summary as the last ``content`` event. A ``summarize``
+    stream in ``conv_search`` likewise had no ``content`` event with the summary a question's stream has."""
+    body = {"query": IN_STOCK, "prefer": {"response_format": "chatgpt_app"}}
+    _, whole = post(client, "/ask", body)
+    assert_valid(whole)
+    summary = {"type": "text", "text": whole["_meta"]["summary"]}
+    assert whole["content"][0] == summary
+    response, streamed = post(client, "/ask", {**body, "prefer": {**body["prefer"], "streaming": True}})
+    assert response.streaming
+    assert_valid(streamed)
+    assert streamed["structuredData"] == whole["structuredData"]
+    assert streamed["content"] == [*whole["content"][1:], summary]  # as a question's stream orders them
+
+    listed = {"query": IN_STOCK, "prefer": {"mode": "summarize", "streaming": True}}
+    response = client.post("/ask", data=json.dumps(listed), content_type="application/json")
+    events = parse_events(b"".join(response.streaming_content))
+    assert ("content", summary) in events, events
+    assert [name for name, _ in events][-3:] == ["content", "complete", "end"]
