@@ -7,8 +7,10 @@ import json
 
 import pytest
 
+from agent_handshake.models import Job
 from tests.nlweb_schema import assert_valid
 from tests.test_nlweb import parse_events, post
+from tests.test_nlweb_defects import report_key  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -36,3 +38,25 @@ def test_a_streamed_capability_answer_delivers_its_summary_as_content(client, de
     events = parse_events(b"".join(response.streaming_content))
     assert ("content", summary) in events, events
     assert [name for name, _ in events][-3:] == ["content", "complete", "end"]
+
+
+def test_a_retry_that_changes_only_the_delivery_is_the_same_request(client, demo_content, report_key):  # noqa: F811
+    """``prefer.streaming`` says how the answer is delivered (as ``Accept: text/event-stream`` does), not what is
+    asked. A client whose stream broke and that retried the same call as JSON, with the same Idempotency-Key, was
+    refused (422, "used for a different request"): it could not learn the first call's Promise token, and a retry
+    under a new key would start the job twice. It now gets the first call's answer."""
+    auth = {"Authorization": f"Bearer {report_key}", "Idempotency-Key": "report-oolong-1"}
+    body = {"query": {"text": "On oolong", "capability": "compile_report", "input": {"topic": "oolong harvests"}}}
+    first, promise = post(client, "/ask", {**body, "prefer": {"streaming": True}}, **auth)
+    assert first.status_code == 202
+    assert promise["_meta"]["response_type"] == "promise"
+    again, replayed = post(client, "/ask", body, **auth)
+    assert again.status_code == 202, replayed
+    assert replayed["promise"]["token"] == promise["promise"]["token"]
+    assert again["Idempotent-Replayed"] == "true"
+    assert Job.objects.filter(capability="compile_report").count() == 1
+    # What is asked still counts: another topic under the same key is another request.
+    other = {"query": {**body["query"], "input": {"topic": "sencha"}}}
+    refused, failure = post(client, "/ask", other, **auth)
+    assert refused.status_code == 422, failure
+    assert failure["error"]["code"] == "CONFLICT"

@@ -83,6 +83,18 @@ def field_questions(capability: Capability, missing: list[str]) -> list[dict[str
     return questions
 
 
+def what_is_asked(body: dict[str, Any]) -> dict[str, Any]:
+    """An ``/ask`` body without ``prefer.streaming``, which says how the answer is delivered (as an ``Accept`` header
+    does), not what is asked: a retry that only changes it (a broken stream retried as JSON) is the same request to
+    its Idempotency-Key, whose stored answer is streamed or not as the retry asks."""
+    prefer = body.get("prefer")
+    if not isinstance(prefer, dict):
+        return body
+    asked = {key: value for key, value in body.items() if key != "prefer"}
+    rest = {key: value for key, value in prefer.items() if key != "streaming"}
+    return {**asked, "prefer": rest} if rest else asked  # ``{"streaming": true}`` alone asks nothing else
+
+
 def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
     offered = [c for c in capability_registry.available() if c.handler is not None and c.action_type]
     capability = next((c for c in offered if c.name == ask.capability), None)
@@ -109,7 +121,7 @@ def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
         session_id=ask.conversation_id,
         strict_session=False,
         content_type="application/action-result",
-        fingerprint_of=request.data,
+        fingerprint_of=what_is_asked(request.data),
     )
 
     def rendered(result: calls.Result) -> tuple[int, dict[str, Any]]:
