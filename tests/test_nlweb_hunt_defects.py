@@ -60,3 +60,16 @@ def test_a_retry_that_changes_only_the_delivery_is_the_same_request(client, demo
     refused, failure = post(client, "/ask", other, **auth)
     assert refused.status_code == 422, failure
     assert failure["error"]["code"] == "CONFLICT"
+
+
+@pytest.mark.parametrize("value", [[], "", 0, False, "conv_1", [{"conversation_id": "conv_1"}]])
+@pytest.mark.parametrize("path", ["/ask", "/await"])
+def test_a_session_context_that_is_not_an_object_is_refused_whatever_it_is(client, demo_content, value, path):
+    """``meta.session_context`` is an object (§3.4). A truthy non-object was refused (400) but an empty list, an
+    empty string, 0 or false was read as no session context: the client's conversation was silently dropped."""
+    body = {"query": {"text": "green tea"}} if path == "/ask" else {"promise_token": "promise_xyz"}
+    response, failure = post(client, path, {**body, "meta": {"version": "0.54", "session_context": value}})
+    assert response.status_code == 400, failure
+    assert_valid(failure)
+    assert failure["error"]["code"] == "INVALID_PARAMETER"
+    assert failure["error"]["details"]["fields"] == ["meta.session_context"]

@@ -133,7 +133,7 @@ def _meta(data: dict[str, Any]) -> tuple[str, str | None]:
     version = next((meta[key] for key in ("api_version", "version") if meta.get(key) is not None), VERSION)
     if not isinstance(version, (str, int, float)) or isinstance(version, bool):
         raise InvalidInput("meta.api_version must be a version string such as '0.54'.", fields=["meta.api_version"])
-    session = meta.get("session_context") or {}
+    session = {} if meta.get("session_context") is None else meta["session_context"]  # [], "", 0 are not objects
     if not isinstance(session, dict):
         raise InvalidInput("meta.session_context must be an object.", fields=["meta.session_context"])
     conversation = _string(session, "conversation_id", "meta.session_context.conversation_id", limit=128)
