@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from django.urls import reverse
+from django.utils.functional import Promise
 
 from ..identity.site_key import site_did, site_public_key
 from ..registry import INTENTWEB_VERSION, Capability
@@ -94,5 +95,14 @@ def build(snapshot: Snapshot, base: str) -> dict[str, Any]:
     return manifest
 
 
+class ManifestDumper(yaml.SafeDumper):
+    """YAML's safe dumper, with Django's lazy strings (``gettext_lazy``, how an app writes a capability's
+    translatable text) as the strings they are: the safe dumper refuses any type it does not know, and the manifest
+    was a 500."""
+
+
+ManifestDumper.add_multi_representer(Promise, lambda dumper, text: dumper.represent_str(str(text)))
+
+
 def render(snapshot: Snapshot, base: str) -> str:
-    return yaml.safe_dump(build(snapshot, base), sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(build(snapshot, base), Dumper=ManifestDumper, sort_keys=False, allow_unicode=True, width=100)
