@@ -165,6 +165,9 @@ class FrontDoorView(APIView, abc.ABC):
     #: Set by a handler whose 2xx answer does not accept the request (an ASP intent the site cannot serve): a verified
     #: agent's trust goes down for it, as for a 4xx, not up.
     declined = False
+    #: Set by a handler whose 2xx answer reports the site's own failure (an MCP tool call with search down): as for
+    #: a 5xx, a verified agent's trust does not move for it (unless :attr:`declined` is set too).
+    site_failed = False
 
     @abc.abstractmethod
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
@@ -278,7 +281,8 @@ class FrontDoorView(APIView, abc.ABC):
         counter = getattr(self, "counter", None) or ratelimit.Counter(request._request)
         credentials = getattr(request, "_auth", None)  # never authenticates here: only what the request did
         # A 5xx is the site's failure (search down, a key that does not load), not the agent's: it moves no trust.
-        if getattr(credentials, "agent", None) is not None and response.status_code < 500:
+        failed = response.status_code >= 500 or (self.site_failed and not self.declined)
+        if getattr(credentials, "agent", None) is not None and not failed:
             status = response.status_code
             accepted = status < 400 and not self.declined
             note = "" if accepted or status >= 400 else " (not accepted)"

@@ -80,3 +80,27 @@ def test_an_accepted_request_still_raises_trust(client, demo_content, agent):
         response = client.post("/mcp", json.dumps(messages), content_type="application/json", **agent.headers)
         assert response.status_code == 200
         assert (trust_of(agent) > before) is moves_up, messages
+
+
+def test_the_sites_own_failure_in_a_tool_call_moves_no_trust(client, demo_content, agent):
+    """A tool call the site could not serve (search down: the stored vectors are another model's until the index is
+    rebuilt) is its own failure, a 503 on AHP, which moves no trust (tests/test_verified_agents.py); MCP answers it
+    with 200 and ``isError``, which raised the agent's trust as if the site had served it."""
+    from agent_handshake.models import EmbeddingIndex, TrustEvent
+
+    EmbeddingIndex.objects.update(model_id="another-model")
+    before = trust_of(agent)
+    events = TrustEvent.objects.count()
+    question = {"name": "content_search", "arguments": {"query": "How hot should the water be for gyokuro?"}}
+    response, body = rpc(client, agent, "tools/call", question)
+    assert response.status_code == 200
+    assert body["result"]["isError"] is True, body
+    assert body["result"]["_meta"]["code"] == "unavailable"
+    assert trust_of(agent) == before
+    assert TrustEvent.objects.count() == events
+    # In a batch with an accepted request, the failure keeps the batch from counting either way.
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": question}]  # fmt: skip
+    response = client.post("/mcp", json.dumps(batch), content_type="application/json", **agent.headers)
+    assert response.status_code == 200
+    assert trust_of(agent) == before

@@ -58,6 +58,9 @@ class Exchange:
     #: Set when the concierge refused a call as AHP would with a 4xx, which MCP answers with 200 (a tool error): the
     #: view counts the request as declined, so a verified agent's trust goes down for it, not up.
     refused: bool = False
+    #: Set when the site could not serve a call (a 5xx on AHP: search down), answered with 200 too: the view moves no
+    #: trust for it.
+    failed: bool = False
     usages: list[ratelimit.Usage] = field(default_factory=list)
     #: The models (labels; None: the site) whose documents resources/read answered (the view's Content-Signal).
     signal_labels: list[str | None] = field(default_factory=list)
@@ -180,6 +183,7 @@ def refusal(exc: errors.ConciergeError, exchange: Exchange) -> dict[str, Any]:
     answered with 200. A call's own refusals are rendered by ``invoke`` and noted by the call."""
     exchange.challenged |= isinstance(exc, errors.AuthRequired)
     exchange.refused |= 400 <= exc.status < 500
+    exchange.failed |= exc.status >= 500
     recording.note(outcome=recording.outcome_of_status(exc.status))
     return tool_error(exc, exchange.revision)
 
@@ -329,6 +333,7 @@ def invoke(
     status, body = call_.respond(render, idempotency_key)
     exchange.replayed |= call_.replayed
     exchange.refused |= 400 <= status < 500
+    exchange.failed |= status >= 500
     return body
 
 

@@ -213,6 +213,8 @@ class MCPView(FrontDoorView):
         # A tool error the concierge refused (isError, answered with 200) is declined, as its 4xx on AHP is: a
         # verified agent's trust goes down for it. A batch is one request: one refusal in it declines it.
         self.declined = self.declined or any(exchange.refused for exchange in exchanges)
+        # One the site failed to serve (its 5xx on AHP) moves nothing, unless the batch also holds a refusal.
+        self.site_failed = any(exchange.failed for exchange in exchanges)
         if any(exchange.replayed for exchange in exchanges):
             response.headers["Idempotent-Replayed"] = "true"
         if labels := [label for exchange in exchanges for label in exchange.signal_labels]:
