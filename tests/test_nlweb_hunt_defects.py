@@ -73,3 +73,18 @@ def test_a_session_context_that_is_not_an_object_is_refused_whatever_it_is(clien
     assert_valid(failure)
     assert failure["error"]["code"] == "INVALID_PARAMETER"
     assert failure["error"]["details"]["fields"] == ["meta.session_context"]
+
+
+def test_a_long_list_of_sites_is_not_cut_to_its_last_twenty(client, demo_content):
+    """``query.site`` as a list names the corpora to search. A list of more than 20 kept only its last 20
+    entries, silently: this site named first among 21 was dropped, and the answer said this agent does not search
+    it (no results). Every entry is now read, up to a bound that is refused with a 400, not cut."""
+    sites = ["testserver", *[f"other-{n}.example" for n in range(20)]]
+    response, body = post(client, "/ask", {"query": {"text": "green tea", "site": sites}})
+    assert response.status_code == 200, body
+    assert_valid(body)
+    assert body["results"]
+    assert "warnings" not in body["_meta"], body["_meta"]
+    response, failure = post(client, "/ask", {"query": {"text": "green tea", "site": ["a.example"] * 101}})
+    assert response.status_code == 400, failure
+    assert failure["error"]["details"]["fields"] == ["query.site"]

@@ -35,6 +35,7 @@ from ..concierge.validation import check_query, moment
 VERSION = "0.54"
 MAX_TEXT = 4096
 MAX_PREVIOUS = 20
+MAX_SITES = 100
 FORMATS = {"conv_search": "conv_search", "conversational_search": "conv_search", "chatgpt_app": "chatgpt_app"}
 ACTIONS = ("checkin", "cancel")
 
@@ -117,13 +118,16 @@ def _string(section: dict[str, Any], key: str, path: str, *, limit: int = 256) -
     return value
 
 
-def _strings(value: Any, path: str, *, limit: int = MAX_PREVIOUS) -> list[str]:
-    """A list of strings, or one string (``context.memory`` comes both ways)."""
+def _strings(value: Any, path: str, *, limit: int = MAX_PREVIOUS, cut: bool = True) -> list[str]:
+    """A list of strings, or one string (``context.memory`` comes both ways): its last ``limit`` (the most recent of
+    a history), or, when it must not be ``cut`` (``query.site``: every entry counts), refused over ``limit``."""
     if value is None:
         return []
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(item, str) and len(item) <= 1024 for item in items):
         raise InvalidInput(f"{path} must be a string or a list of strings (each at most 1024 long).", fields=[path])
+    if not cut and len(items) > limit:
+        raise InvalidInput(f"{path} may list at most {limit} entries.", fields=[path])
     return items[-limit:]
 
 
@@ -203,7 +207,8 @@ def parse_ask(data: dict[str, Any]) -> Ask:
         raise InvalidInput(f"query.text is over {MAX_TEXT} characters.", fields=["query.text"])
     check_query(text, "query.text")
     ask = Ask(text=text)
-    ask.sites = [site for site in _strings(query.get("site"), "query.site") if site.strip()]
+    sites = _strings(query.get("site"), "query.site", limit=MAX_SITES, cut=False)
+    ask.sites = [site for site in sites if site.strip()]
     ask.item_type = schema_org_name(_string(query, "itemType", "query.itemType", limit=100))
     if query.get("price") is not None:
         ask.price = parse_price(query["price"])
