@@ -402,7 +402,7 @@ class Turn:
         asked = problem.missing if problem and answering else []
         for text in texts:
             data.update(answer_input(capability, text, asked))
-        data.update(self.envelope.collected)
+        data.update(self.given(capability))
         problem = check_input(capability, data)
         notes = list(notes or [])
         refused: list[str] = []
@@ -428,6 +428,11 @@ class Turn:
             interaction.save(update_fields=TURN_FIELDS)
             return self.ask(capability, [*missing, *optional], notes)
         return self.execute(capability, data)
+
+    def given(self, capability: Capability) -> dict[str, Any]:
+        """The values the message gives by name (its ``collected_information``), as the input takes them: an agent's
+        are structured already; the intent page's form sends text (:mod:`.page`)."""
+        return dict(self.envelope.collected)
 
     def authorise(self, capability: Capability) -> None:
         """The capability's credentials, on every message (a refusal leaves the interaction as it was)."""

@@ -18,6 +18,7 @@ CSRF-checked like any form of the site.
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
 
@@ -32,6 +33,7 @@ from rest_framework.response import Response
 
 from ..concierge import calls, errors
 from ..concierge import limits as ratelimit
+from ..concierge.invocation import extract_input
 from ..conf import app_settings
 from ..identity.auth import Credentials
 from ..models import AgentClient, ApiKey
@@ -85,6 +87,32 @@ class PageTurn(Turn):
 
     def reachable(self) -> list[Capability]:
         return [capability for capability in offered() if page_may(capability)]
+
+    def given(self, capability: Capability) -> dict[str, Any]:
+        """The form's values, which are what the person typed (its script sends integers as numbers, nothing else):
+        a field whose input is not text (a list of lines, a number, yes or no) is read from that text as the
+        capability reads a message, else as its JSON type plainly says. Taken as they came, they were refused for
+        their type and asked for again, however often the person answered."""
+        properties = (capability.input_schema or {}).get("properties", {})
+        given = super().given(capability)
+        for name, value in given.items():
+            spec = properties.get(name)
+            if not isinstance(value, str) or not isinstance(spec, dict) or spec.get("type", "string") == "string":
+                continue
+            read = extract_input(capability, value).get(name)
+            given[name] = read if read is not None else plainly(spec.get("type"), value.strip())
+        return given
+
+
+def plainly(kind: Any, text: str) -> Any:
+    """``text`` as a value of the JSON type ``kind`` where it plainly is one ("12", "2.5", "yes"), else itself."""
+    if kind in ("integer", "number") and re.fullmatch(r"-?\d{1,15}", text):
+        return int(text)
+    if kind == "number" and re.fullmatch(r"-?\d{1,15}\.\d{1,15}", text):
+        return float(text)
+    if kind == "boolean" and text.lower() in ("yes", "no", "true", "false"):
+        return text.lower() in ("yes", "true")
+    return text
 
 
 class IntentPageView(View):
