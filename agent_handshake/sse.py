@@ -36,9 +36,15 @@ _GZIP = frozenset({"gzip", "x-gzip"})
 _DONE = object()
 
 
+#: Line breaks to Unicode but not to JSON, which leaves them raw: escaped, they keep an event one line for clients
+#: that split lines as Unicode does (``str.splitlines()``); the SSE spec splits on CR and LF only.
+UNICODE_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
+
+
 def event(name: str, data: Any) -> bytes:
-    """One event: its name and its data as one line of JSON (JSON escapes newlines, so one ``data:`` line)."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    """One event: its name and its data as one line of JSON (JSON escapes CR and LF, and we the line breaks it
+    does not, :data:`UNICODE_LINE_BREAKS`: one ``data:`` line)."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).translate(UNICODE_LINE_BREAKS)
     return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
