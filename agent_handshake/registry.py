@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import Promise
 from django.utils.text import capfirst
 
 from .content_types import get_spec
@@ -239,6 +240,17 @@ def label_lower(label: str) -> str:
     return f"{app_label}.{model_name.lower()}"
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with every lazy string in it (``gettext_lazy``), however deep in dicts, lists and tuples, a str."""
+    if isinstance(value, Promise):
+        return str(value)
+    if isinstance(value, dict):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(item) for item in value)
+    return value
+
+
 @dataclass
 class Capability:
     """A named function of the concierge, declared once and published by every protocol binding.
@@ -291,6 +303,11 @@ class Capability:
     external_id: str | None = None
 
     def __post_init__(self) -> None:
+        # Texts written with gettext_lazy, read now (in LANGUAGE_CODE, or the language active at registration): the
+        # documents agents read (manifests, tool lists, the routing vectors) are built once for every visitor, and
+        # JSON, YAML and the router take strings.
+        for name in ("description", "intent", "examples", "constraints", "notes", "input_schema", "output_schema"):
+            setattr(self, name, _plain(getattr(self, name)))
         # Model labels as the index stores them: "blog.Post" (Django's label) and "blog.post" are one model.
         self.models = tuple(label_lower(label) for label in self.models)
         self.applies_to = {label_lower(label): prefill for label, prefill in self.applies_to.items()}
