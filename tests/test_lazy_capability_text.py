@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from django.utils.translation import gettext_lazy as _
 
 from tests.test_intentweb import Agent, key
@@ -51,3 +52,19 @@ def test_every_front_door_serves_a_capability_with_lazy_text(client, demo_conten
     )
     assert tools.status_code == 200
     assert "page_by_title" in {tool["name"] for tool in tools.json()["result"]["tools"]}
+
+
+def test_the_intent_manifest_publishes_lazy_text_as_text(client, demo_content, lazy_capability):
+    """PyYAML's safe dumper represents str, not Django's lazy strings: the manifest was a 500, and one such
+    capability hid every other from IntentWeb agents."""
+    response = client.get("/intentmanifest.yaml")
+    assert response.status_code == 200, response.content[-300:]
+    manifest = yaml.safe_load(response.content)
+    (entry,) = [item for item in manifest["capabilities"] if item.get("capability") == "page_by_title"]
+    assert entry["intent"] == "Look up a page by its title"
+    assert entry["description"] == "Find a page of the site by its title."
+    assert entry["examples"] == ["Find the page about shading gyokuro"]
+    assert entry["constraints"] == ["One title at a time"]
+    assert entry["notes"] == ["Titles are matched exactly"]
+    assert entry["requires"] == ["The page's title [title]"]
+    assert {"check_inventory", "book_appointment"} <= {item["capability"] for item in manifest["capabilities"]}
