@@ -258,14 +258,15 @@ def test_a_second_text_for_a_key_in_the_same_language_is_refused_not_lost(
 def test_texts_stored_twice_in_one_language_are_shown_as_such_until_one_is_deleted(
     client, superuser, django_capture_on_commit_callbacks
 ):
-    """Rows stored before the tags were normalised (in code, or by the admin before; an ``update()`` still can): the
-    editor is told, and may delete one."""
+    """Rows stored before the tags were normalised (in code, or by the admin before; raw SQL still can): the editor
+    is told, and may delete one."""
     from agent_handshake.models import SchemaKeyText
 
     row, url = template_page(client)
     SchemaKeyText.objects.create(template=row, key_name="name", language="fr", semantic_description="Premier.")
     second = SchemaKeyText.objects.create(template=row, key_name="name", language="x", semantic_description="Second.")
-    SchemaKeyText.objects.filter(pk=second.pk).update(language="FR")
+    with connection.cursor() as cursor:  # as written: the ORM would store "fr"
+        cursor.execute(f"UPDATE {SchemaKeyText._meta.db_table} SET language = 'FR' WHERE id = %s", [second.pk])
     form = shown_form(client, url)
     response = client.post(url, form)
     assert response.status_code == 200
