@@ -42,6 +42,7 @@ from . import errors
 from .answering import Clarification, ConverseContext, Ranked, Reply, max_answer_tokens
 from .backends import get_answer_backend
 from .limits import TokenReservation, add_daily_tokens, network_of, reserve_tokens, session_budget
+from .validation import shown
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def idle_timeout() -> datetime.timedelta:
 
 def unknown_session(session_id: str) -> SessionError:
     return SessionError(
-        404, f"Unknown session {session_id!r}. Start a new one with session_id null.", "unknown_session"
+        404, f"Unknown session {shown(session_id)}. Start a new one with session_id null.", "unknown_session"
     )
 
 
