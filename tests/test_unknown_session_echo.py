@@ -13,8 +13,8 @@ pytestmark = pytest.mark.django_db
 
 def test_an_unknown_session_id_is_quoted_bounded(client, demo_content):
     session_id = "s" * 6000
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "content_search", "arguments": {"query": "gyokuro", "session_id": session_id}}}  # fmt: skip
+    params = {"name": "content_search", "arguments": {"query": "gyokuro", "session_id": session_id}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     response = client.post("/mcp", json.dumps(body), content_type="application/json")
     assert response.status_code == 200
     result = response.json()["result"]
