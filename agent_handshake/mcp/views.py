@@ -137,7 +137,9 @@ class MCPView(FrontDoorView):
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
         request_id = None
         try:
-            data = self.request.data
+            # The id is in the body; a body refused for its declared size is not read for it (a client that
+            # declares a large body and sends none would hold the worker).
+            data = self.request.data if error.status != 413 else None
             if isinstance(data, dict) and jsonrpc.valid_id(data.get("id")):
                 request_id = data["id"]
         except Exception:
