@@ -53,6 +53,7 @@ TURN_FIELDS = [
     "capability",
     "candidates",
     "collected",
+    "asked",
     "confidence",
     "job",
     "external_id",
@@ -398,8 +399,10 @@ class Turn:
                 fields=[f"collected_information.{cut(name, MAX_NAME)}" for name in unknown],
             )
         data = dict(interaction.collected)
-        problem = check_input(capability, data)
-        asked = problem.missing if problem and answering else []
+        asked: list[str] = []
+        if answering:  # what the site's last question asked for (a row from before it kept that: what is missing)
+            problem = check_input(capability, data)
+            asked = [name for name in interaction.asked or (problem.missing if problem else []) if name not in data]
         for text in texts:
             data.update(answer_input(capability, text, asked))
         data.update(self.given(capability))
@@ -425,8 +428,9 @@ class Turn:
             if optional:
                 notes.append(f"{', '.join(cell(name) for name in optional)}: send a valid value, or leave it out to "
                              "go on without it.")  # fmt: skip
+            reply = self.ask(capability, [*missing, *optional], notes)
             interaction.save(update_fields=TURN_FIELDS)
-            return self.ask(capability, [*missing, *optional], notes)
+            return reply
         return self.execute(capability, data)
 
     def given(self, capability: Capability) -> dict[str, Any]:
@@ -448,8 +452,11 @@ class Turn:
             raise errors.Forbidden(f"This API key lacks the scope {capability.scope!r} that this needs.")
 
     def ask(self, capability: Capability, missing: list[str], notes: list[str]) -> Reply:
+        """The information_request for ``missing`` (required or optional fields), which the interaction remembers
+        (``asked``, saved by the caller): a plain answer to it fills the one field it asked for (:meth:`collect`)."""
         interaction = self.interaction
         assert interaction is not None
+        interaction.asked = list(missing)
         parts = []
         if notes:
             parts.append("That did not work:\n\n" + "\n".join(f"- {note}" for note in notes))
@@ -535,8 +542,9 @@ class Turn:
                 fields={"external_id": str(job.pk), "collected_information": interaction.collected},
             )
         if isinstance(result, calls.NeedsInput):  # structured input never asks, but the concierge may
+            reply = self.ask(capability, result.missing, [])
             interaction.save(update_fields=TURN_FIELDS)
-            return self.ask(capability, result.missing, [])
+            return reply
         error = result.error
         named = [str(name) for name in error.details.get("fields") or []]
         if "callback_url" in named:  # the SSRF check's (calls.check_callback), of the envelope's own field
@@ -547,10 +555,10 @@ class Turn:
         if error.status in (400, 409) and fixable:
             for name in fixable:
                 interaction.collected.pop(name, None)
-            interaction.save(update_fields=TURN_FIELDS)
             problem = check_input(capability, interaction.collected)
             reply = self.ask(capability, problem.missing if problem else fixable, [cell(error.message, 400)])
             reply.status = error.code
+            interaction.save(update_fields=TURN_FIELDS)
             return reply
         interaction.status = Interaction.Status.FAILED
         interaction.save(update_fields=TURN_FIELDS)

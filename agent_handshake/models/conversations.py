@@ -64,6 +64,9 @@ class Interaction(models.Model):
     #: Capability names offered in a clarification_request, best first.
     candidates = models.JSONField(default=list, blank=True)
     collected = models.JSONField(default=dict, blank=True)
+    #: The fields the site's last information_request asked for, required or optional: a plain answer (not
+    #: ``field: value``) fills the one it asked for.
+    asked = models.JSONField(default=list, blank=True)
     #: The hex SHA-256 of the initial intent (the attribution profile's query_hash); every later message repeats it.
     query_hash = models.CharField(max_length=64)
     #: The first message, kept for routing and for the job that an async capability starts.
