@@ -321,19 +321,26 @@ def answer_input(capability: Capability, text: str, asked: Sequence[str] = ()) -
     """The input fields an answer to "I still need ``asked``" states, for a conversation that collects input.
 
     :func:`extract_input`, then ``field: value`` lines or ``;``-separated parts naming a property (by its name,
-    with spaces for underscores), and, when exactly one field was asked for and the answer gave nothing else:
-    an integer field takes the answer's one integer, a free-text string field (no enum, pattern or format) the
-    whole answer. Values are not validated here (the caller checks them against the ``input_schema``)."""
+    with spaces for underscores; a list's value runs on over the unlabelled parts after it), each value read as
+    its property takes it (:func:`labelled_value`), and, when exactly one field was asked for and the answer gave
+    nothing else: an integer field takes the answer's one integer, a free-text string field (no enum, pattern or
+    format) the whole answer. Values are not validated here (the caller checks them against the
+    ``input_schema``)."""
     properties = (capability.input_schema or {}).get("properties", {})
     found = extract_input(capability, text)
     names = {name.lower().replace("_", " "): name for name in properties}
+    labelled_parts: dict[str, list[str]] = {}
+    current: str | None = None
     for part in re.split(r"[;\n]", text):
         labelled = LABELLED.match(part)
-        if not labelled:
-            continue
-        name = names.get(labelled.group(1).strip().lower().replace("_", " "))
-        if name is not None:
-            found[name] = _typed(properties[name], labelled.group(2).strip().rstrip("."))
+        name = names.get(labelled.group(1).strip().lower().replace("_", " ")) if labelled else None
+        if labelled and name is not None:
+            current = name
+            labelled_parts[name] = [labelled.group(2).strip()]
+        elif current is not None and part.strip() and _kind(properties[current]) == "array":
+            labelled_parts[current].append(part.strip())  # "items: 12 x LK-1; 3 x LK-2": one list
+    for name, parts in labelled_parts.items():
+        found[name] = labelled_value(capability, name, "; ".join(parts).rstrip("."))
     if len(asked) == 1 and not found and asked[0] in properties:
         name, spec = asked[0], properties[asked[0]]
         if spec.get("type") == "integer":
@@ -347,10 +354,32 @@ def answer_input(capability: Capability, text: str, asked: Sequence[str] = ()) -
     return found
 
 
+def labelled_value(capability: Capability, name: str, value: str) -> Any:
+    """The value an answer gives the property ``name`` by its label ("items: 12 x LK-TEA-0001"), as the input
+    takes it: a text field takes the words as written; any other is read from them as the capability reads a
+    message (its ``extract``), else as its JSON type plainly says ("2", "yes"). Taken as written, a list or a
+    number was refused for its type however the agent answered; what still does not fit is the caller's
+    validation error naming the field."""
+    spec = (capability.input_schema or {}).get("properties", {}).get(name)
+    spec = spec if isinstance(spec, dict) else {}
+    if _kind(spec) == "string":
+        return value
+    read = extract_input(capability, value).get(name)
+    return read if read is not None else _typed(spec, value)
+
+
+def _kind(spec: Any) -> Any:
+    """A property's JSON type, "string" when it names none or allows a string among others."""
+    kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
+    return "string" if isinstance(kind, list) and "string" in kind else kind
+
+
 def _typed(spec: dict[str, Any], value: str) -> Any:
     """A labelled value as its property's JSON type where it plainly is one ("2" for an integer)."""
-    if spec.get("type") == "integer" and re.fullmatch(r"-?\d{1,9}", value):
+    if spec.get("type") in ("integer", "number") and re.fullmatch(r"-?\d{1,9}", value):
         return int(value)
+    if spec.get("type") == "number" and re.fullmatch(r"-?\d{1,15}\.\d{1,15}", value):
+        return float(value)
     if spec.get("type") == "boolean" and value.lower() in ("yes", "no", "true", "false"):
         return value.lower() in ("yes", "true")
     return value
