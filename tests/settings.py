@@ -120,6 +120,9 @@ if os.environ.get("AGENT_HANDSHAKE_TEST_ANSWER_URL"):
     }
 
 # tests/test_openapi_fuzz.py sends hundreds of generated requests to one server: the limits are not under test there.
+if os.environ.get("AGENT_HANDSHAKE_TEST_SITE_PRIVATE_KEY"):
+    # A live server whose site key does not load (tests/test_browser.py: the intent page facing a 503).
+    AGENT_HANDSHAKE["SITE_PRIVATE_KEY"] = os.environ["AGENT_HANDSHAKE_TEST_SITE_PRIVATE_KEY"]
 if os.environ.get("AGENT_HANDSHAKE_TEST_NO_LIMITS"):
     AGENT_HANDSHAKE["RATE_LIMITS"] = {
         "unauthenticated": {"requests": "100000/minute"},

@@ -107,6 +107,28 @@ def test_a_person_books_a_tasting_on_the_intent_page(demo_content, written_by_th
     assert Interaction.objects.get(external_id=reference).status == Interaction.Status.DONE
 
 
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium on this machine: `apt-get install chromium` (make install-test)")
+def test_the_intent_page_says_when_the_site_cannot_answer_and_lets_the_person_try_again(demo_content):
+    """A reply that is no IntentWeb envelope (a JSON 503 while the site's signing key does not load) is shown as the
+    problem it is, and the form stays there to try again: the page hid every form, a dead end."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make install-test)")
+    broken = {"AGENT_HANDSHAKE_TEST_SITE_PRIVATE_KEY": "garbage"}
+    logged = "The site key cannot be loaded"  # for the operator, with its traceback
+    with serve("gunicorn (WSGI)", "", logged, **broken) as url, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        page = browser.new_page()
+        page.goto(f"{url}/intent-ui/")
+        message = page.get_by_label("Tell us what you would like, in your own words")
+        message.fill("Is LK-TEA-0001 in stock?")
+        page.get_by_role("button", name="Send").click()
+        problem = page.locator("#conversation li.site.problem")
+        problem.wait_for()
+        assert "signing key" in problem.text_content()
+        assert message.is_visible()  # the person may send it again
+        assert page.evaluate("document.activeElement.id") == "message"
+        browser.close()
+
+
 @pytest.fixture(scope="module")
 def committed_traffic(django_db_setup, django_db_blocker):
     """Agent traffic a live server can see (committed, the closed days aggregated) and a staff member allowed to

@@ -38,7 +38,9 @@ MODEL_SECONDS = 2.0
 
 
 @contextlib.contextmanager
-def serve(kind: str, model_url: str, **env_extra: str):
+def serve(kind: str, model_url: str, logged: str = "", **env_extra: str):
+    """Run ``kind`` on a free port with the test settings; no traceback may reach its stderr, unless the test expects
+    the server to log ``logged`` (with its traceback)."""
     port = free_port()
     address = f"127.0.0.1:{port}" if kind.startswith("gunicorn") else str(port)
     env = {
@@ -63,7 +65,10 @@ def serve(kind: str, model_url: str, **env_extra: str):
     finally:
         server.terminate()
         _, errors = server.communicate(timeout=20)
-        assert "Traceback" not in errors, errors
+        if logged:
+            assert logged in errors, errors
+        else:
+            assert "Traceback" not in errors, errors
 
 
 @contextlib.contextmanager
