@@ -15,6 +15,7 @@ from django.core.cache.backends.locmem import LocMemCache
 from agent_handshake import views
 from agent_handshake.conf import app_settings
 from tests.conftest import SERVED_HOST
+from tests.test_hosts_front_doors import assert_site_key_unavailable
 
 pytestmark = pytest.mark.django_db
 
@@ -169,14 +170,7 @@ def test_conditional_get_still_answers_304(client, host_site):
 def test_intent_manifest_with_a_broken_site_key_is_a_json_503(client, host_site):
     working = dict(host_site.AGENT_HANDSHAKE)
     host_site.AGENT_HANDSHAKE = {**working, "SITE_PRIVATE_KEY": "garbage"}
-    response = client.get("/intentmanifest.yaml", HTTP_HOST=HOST)
-    assert response.status_code == 503
-    assert response["Content-Type"] == "application/json"
-    body = response.json()
-    assert body["status"] == "error"
-    assert body["code"] == "site_key_unavailable"
-    assert "signing key" in body["message"]
-    assert "garbage" not in response.content.decode()
+    assert_site_key_unavailable(client.get("/intentmanifest.yaml", HTTP_HOST=HOST))
     assert client.head("/intentmanifest.yaml", HTTP_HOST=HOST).status_code == 503
     # The AHP manifest is answered without the key, as before.
     manifest = client.get("/.well-known/agent.json", HTTP_HOST=HOST)
