@@ -8,7 +8,8 @@ authentication, a global throttle, the browsable API) never reach an agent endpo
    body it reads too);
 2. authenticates with :mod:`agent_handshake.identity.authentication` (API key or signed request);
 3. counts the request with django-ratelimit (:mod:`agent_handshake.concierge.limits`): per API key, else per
-   client network; refused credentials count per network, so guessing keys is limited too;
+   client network; refused credentials count per network, so guessing keys is limited too; an ``OPTIONS`` (a
+   browser's CORS preflight) is not counted;
 4. adds the ``X-RateLimit-*`` headers to every response, errors included;
 5. records the request for the site's agent traffic insights (:mod:`agent_handshake.insights.recording`): opened
    before anything else, so a request refused at the door is recorded too, and finished with its status, its
@@ -225,7 +226,9 @@ class FrontDoorView(APIView, abc.ABC):
         # Every method: a signed GET's authentication reads the body, which Django sizes by Content-Length.
         check_declared_length(request._request)
         super().initial(request, *args, **kwargs)  # authenticates, unless lazily
-        if not self.lazy_authentication:
+        if request.method == "OPTIONS":  # answered with Allow (and CORS) only: never counted nor refused
+            self.counter.peek_ip()
+        elif not self.lazy_authentication:
             self.count(request)
 
     def perform_authentication(self, request: Request) -> None:

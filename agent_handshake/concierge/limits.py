@@ -124,8 +124,9 @@ def _period_seconds(rate: str) -> int:
     return {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
 
 
-def count_request(request: HttpRequest, scope: str, value: str, rate: str) -> Usage:
-    """Count this request against ``value``'s counter in ``scope`` and report the window.
+def count_request(request: HttpRequest, scope: str, value: str, rate: str, *, increment: bool = True) -> Usage:
+    """Count this request against ``value``'s counter in ``scope`` and report the window (``increment`` False: report
+    the counter as it stands, counting nothing).
 
     The counter is one per window length, whatever the rate's number, which is applied here: django-ratelimit keys
     a counter by its whole rate, so a verified agent whose trust moved it to another tier mid-window (another
@@ -133,11 +134,12 @@ def count_request(request: HttpRequest, scope: str, value: str, rate: str) -> Us
     """
     limit, window = int(rate.split("/", 1)[0]), _period_seconds(rate)
     group = f"{GROUP}:{scope}"
-    usage = get_usage(request, group=group, key=lambda group, request: value, rate=(0, window), increment=True)
+    usage = get_usage(request, group=group, key=lambda group, request: value, rate=(0, window), increment=increment)
     if usage is None:  # RATELIMIT_ENABLE = False
         return Usage(scope, limit, limit, int(time.time()) + window, window, False)
     count = usage["count"]
-    failed = count == 0  # the cache did not answer (an increment counts 1 at least): refused, as django-ratelimit does
+    # The cache did not answer (an increment counts 1 at least): refused, as django-ratelimit does.
+    failed = increment and count == 0
     return Usage(
         scope=scope,
         limit=limit,
@@ -165,9 +167,10 @@ def count_did_network(request: HttpRequest) -> Usage | None:
     return count_request(request, DID_NETWORK, client_ip(request), rate)
 
 
-def count_ip(request: HttpRequest) -> Usage:
-    """The per-IP count of anonymous requests (and of requests whose credentials were refused)."""
-    return count_request(request, "ip", client_ip(request), tier_rate("unauthenticated"))
+def count_ip(request: HttpRequest, *, increment: bool = True) -> Usage:
+    """The per-IP count of anonymous requests (and of requests whose credentials were refused); ``increment`` False:
+    as it stands, this request uncounted."""
+    return count_request(request, "ip", client_ip(request), tier_rate("unauthenticated"), increment=increment)
 
 
 class Counter:
@@ -187,6 +190,12 @@ class Counter:
             self.ip = count_ip(self.request)
             self.usages.append(self.ip)
         return self.refusal(self.ip)
+
+    def peek_ip(self) -> None:
+        """The per-IP count as it stands, for the headers of a request that is not counted (an ``OPTIONS``, a
+        browser's CORS preflight: it does no work and carries no credentials, so counted it would spend a keyed
+        page's network's anonymous quota, and a 429 to it fails the page's request whatever its key allows)."""
+        self.usages.append(count_ip(self.request, increment=False))
 
     def add(self, usage: Usage) -> Usage:
         """Add a count of this request; ``usage`` as :meth:`refusal` reports it."""
