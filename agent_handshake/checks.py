@@ -22,7 +22,9 @@
 ``agent_handshake.W006``  a capability's input declares ``other``, the key schema templates keep for free text
 ``agent_handshake.E015``  a registered config's ``order`` is not a number
 ``agent_handshake.W007``  a site's capability replaces a built-in or generated one of the same name
-``agent_handshake.W008``  outside DEBUG, ``CACHE_ALIAS`` is a cache whose counters are not atomic, or not kept
+``agent_handshake.W008``  outside DEBUG, ``CACHE_ALIAS`` or ``RATELIMIT_USE_CACHE`` is a cache whose counters are
+                          not atomic, or not kept
+``agent_handshake.E016``  ``CACHE_ALIAS`` or ``RATELIMIT_USE_CACHE`` names no cache in ``CACHES``
 =====================  ====================================================================================
 """
 
@@ -828,23 +830,53 @@ UNCOUNTED_CACHES = {
 }
 
 
+#: What the counters in each cache setting's cache enforce.
+COUNTED_IN = {
+    "CACHE_ALIAS": "the daily token budgets",
+    "RATELIMIT_USE_CACHE": "the request rate limits",
+}
+
+
+def counting_caches() -> dict[str, list[str]]:
+    """The caches the limits count in, each with the settings that name it: ``CACHE_ALIAS`` (the token budgets) and
+    django-ratelimit's ``RATELIMIT_USE_CACHE`` ("default" unless set; the request counts), which is not
+    ``CACHE_ALIAS``: a site that points ``CACHE_ALIAS`` at Redis still counts requests in "default"."""
+    named: dict[str, list[str]] = {}
+    named.setdefault(app_settings.CACHE_ALIAS, []).append("CACHE_ALIAS")
+    if getattr(settings, "RATELIMIT_ENABLE", True):
+        named.setdefault(getattr(settings, "RATELIMIT_USE_CACHE", "default"), []).append("RATELIMIT_USE_CACHE")
+    return named
+
+
 @register(Tags.caches, Tags.security)
-def check_cache(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
-    """The daily token budgets (and django-ratelimit's counters, in the same cache unless RATELIMIT_USE_CACHE says
-    otherwise) count in ``CACHE_ALIAS``; a development site may not care."""
-    if settings.DEBUG:
-        return []
-    backend = getattr(settings, "CACHES", {}).get(app_settings.CACHE_ALIAS, {}).get("BACKEND", "")
-    if backend not in UNCOUNTED_CACHES:
-        return []
-    return [
-        Warning(
-            f"The cache CACHE_ALIAS names ({app_settings.CACHE_ALIAS!r}, {backend}) {UNCOUNTED_CACHES[backend]}: "
-            "the rate limits and token budgets are not enforced as published.",
-            hint="Use Redis or Memcached (or, with one process, the local-memory cache) for CACHE_ALIAS.",
-            id="agent_handshake.W008",
+def check_cache(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
+    """Each cache the limits count in (:func:`counting_caches`) must exist (E016: else every agent request fails)
+    and, outside DEBUG (a development site may not care), count atomically and keep its counters (W008)."""
+    messages: list[Error | Warning] = []
+    caches = getattr(settings, "CACHES", {})
+    for alias, names in counting_caches().items():
+        which, counted = " and ".join(names), " and ".join(COUNTED_IN[name] for name in names)
+        if alias not in caches:
+            messages.append(
+                Error(
+                    f"{which} names {alias!r}, which is not in CACHES: every request counted there fails.",
+                    hint=f"Name a cache of CACHES in {which}.",
+                    id="agent_handshake.E016",
+                )
+            )
+            continue
+        backend = caches[alias].get("BACKEND", "")
+        if settings.DEBUG or backend not in UNCOUNTED_CACHES:
+            continue
+        messages.append(
+            Warning(
+                f"The cache {which} names ({alias!r}, {backend}) {UNCOUNTED_CACHES[backend]}: {counted} are not "
+                "enforced as published.",
+                hint=f"Use Redis or Memcached (or, with one process, the local-memory cache) for {which}.",
+                id="agent_handshake.W008",
+            )
         )
-    ]
+    return messages
 
 
 @register(Tags.security)
