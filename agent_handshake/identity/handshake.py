@@ -6,8 +6,10 @@ JSON over HTTP, ``asp/`` to the protobuf framing.
    key, the challenge new (a replayed first message is refused), and the DID not blocked. The site answers with
    its own DID and public key, its signature over :func:`~.did.challenge_payload` of the agent's challenge
    (``responder``), and a challenge of its own, kept for ``DID_HANDSHAKE_SECONDS``.
-2. :func:`complete`: the agent signs the site's challenge (``initiator``). The signature is checked against the key
-   the agent presented in step 1, the pending handshake is spent (once), and the agent gets an ``asp_...`` token
+2. :func:`complete`: the agent signs the site's challenge (``initiator``), naming the site DID of step 1's answer
+   (kept with the pending handshake: the site key may rotate in between, or another worker hold another key). The
+   signature is checked against the key the agent presented in step 1, the pending handshake is spent (once), and
+   the agent gets an ``asp_...`` token
    for ``DID_SESSION_SECONDS``, which every front door accepts as ``Authorization: Bearer``
    (:mod:`.auth`). The first completed handshake of a DID makes its :class:`~agent_handshake.models.VerifiedAgent`.
 
@@ -124,6 +126,7 @@ def begin(hello: Hello) -> Answer:
         capabilities=[str(name)[:100] for name in hello.capabilities[:50]],
         challenge=b64url(challenge),
         agent_challenge=b64url(hello.challenge),
+        site_did=ours,
         expires_at=timezone.now() + datetime.timedelta(seconds=lifetime),
     )
     try:
@@ -180,7 +183,9 @@ def _complete(candidates: Any, did: str, challenge_response: bytes) -> Session:
             raise HandshakeRefused("did_mismatch", "did is not the DID that began this handshake.", field="did")
         if pending.expires_at <= timezone.now():
             raise HandshakeRefused("expired_challenge", "The challenge expired: begin a new handshake.")
-        payload = dids.challenge_payload("initiator", did, site_did(), dids.decode(pending.challenge, 32) or b"")
+        # The agent signs the site DID of the answer it got, whatever key the site (or this worker) holds now.
+        peer = pending.site_did or site_did()
+        payload = dids.challenge_payload("initiator", did, peer, dids.decode(pending.challenge, 32) or b"")
         if not dids.verify(pending.public_key, challenge_response, payload):
             raise HandshakeRefused(
                 "signature_invalid",

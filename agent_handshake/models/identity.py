@@ -273,6 +273,9 @@ class PendingHandshake(models.Model):
     challenge = models.CharField(max_length=64)
     #: The agent's own challenge (base64url), kept so a replayed first message is refused.
     agent_challenge = models.CharField(max_length=64, unique=True)
+    #: The site DID this handshake's answer spoke with, which the agent's signature names: the key may rotate (or
+    #: workers not yet restarted after a rotation serve the old one) before the agent answers. Blank: the current.
+    site_did = models.CharField(max_length=100, blank=True, default="")
     expires_at = models.DateTimeField(db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
