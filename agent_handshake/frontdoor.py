@@ -285,7 +285,9 @@ class FrontDoorView(APIView, abc.ABC):
         credentials = getattr(request, "_auth", None)  # never authenticates here: only what the request did
         # A 5xx is the site's failure (search down, a key that does not load), not the agent's: it moves no trust.
         failed = response.status_code >= 500 or (self.site_failed and not self.declined)
-        if getattr(credentials, "agent", None) is not None and not failed:
+        # An OPTIONS asks the site nothing (an empty answer, uncounted): accepted, it would farm trust for free.
+        asked = request.method != "OPTIONS"
+        if getattr(credentials, "agent", None) is not None and asked and not failed:
             status = response.status_code
             accepted = status < 400 and not self.declined
             note = "" if accepted or status >= 400 else " (not accepted)"

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from agent_handshake.models import TrustEvent, VerifiedAgent
 from tests.test_limits import configure, issue
 from tests.test_mcp_review import CONSOLE, browser_fetch
+from tests.test_verified_agents import Agent
 
 pytestmark = pytest.mark.django_db
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -53,3 +55,16 @@ def test_options_is_never_counted_on_any_door(client, settings, path):
     assert [(r.status_code, r["X-RateLimit-Remaining"]) for r in answers] == [(200, "2")] * 4
     first = client.post(path, "{}", content_type="application/json", REMOTE_ADDR="192.0.2.7")
     assert (first.status_code != 429, first["X-RateLimit-Remaining"]) == (True, "1")
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/ask", "/intent"])
+def test_options_moves_no_verified_agents_trust(client, settings, path):
+    """An OPTIONS with a DID's session credential was a request the site accepted (+0.05 each): ten empty answers,
+    uncounted by any limit, took a new agent from 0.5 to the top tier's trust."""
+    agent = Agent(client)
+    agent.handshake()
+    answers = [client.options(path, **agent.headers) for _ in range(10)]
+    assert {r.status_code for r in answers} == {200}
+    verified = VerifiedAgent.objects.get(did=agent.did)
+    assert verified.trust == pytest.approx(0.5)
+    assert not TrustEvent.objects.filter(agent=verified).exists()
