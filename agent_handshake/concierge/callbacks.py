@@ -19,6 +19,7 @@ import ipaddress
 import re
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 USER_AGENT = "agent-handshake-callback/1"
 SIGNATURE_HEADER = "X-AHP-Signature"
 MAX_URL_LENGTH = 2048
+#: Host name lookups waiting at once, each in a thread of its own (getaddrinfo() takes no timeout): a name server
+#: that never answers holds its thread until the system resolver gives up, and no more threads than these.
+MAX_PENDING_LOOKUPS = 32
 DEFAULT_PORTS = {"https": 443, "http": 80}
 
 # Request framing is ours: values the caller gives for these are ignored.
@@ -222,9 +226,48 @@ def _check_host_name(host: str) -> None:
         )
 
 
-def _resolve(host: str, port: int) -> list[IPAddress]:
+_lookup_slots = threading.BoundedSemaphore(MAX_PENDING_LOOKUPS)
+
+
+def _getaddrinfo(host: str, port: int, timeout: float) -> list[Any]:
+    """socket.getaddrinfo() within ``timeout`` seconds, else TimeoutError. It has no timeout of its own, and the
+    system resolver's runs to tens of seconds for a name server that does not answer, one the agent chose."""
+    if not _lookup_slots.acquire(blocking=False):
+        raise TimeoutError("too many host name lookups are waiting for their name servers")
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            outcome.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP))
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome.append(exc)
+        finally:
+            _lookup_slots.release()
+            done.set()
+
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        threading.Thread(target=lookup, name="callback host lookup", daemon=True).start()
+    except BaseException:
+        _lookup_slots.release()
+        raise
+    if not done.wait(timeout):
+        raise TimeoutError(f"no answer within {timeout:g} seconds")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _resolve(host: str, port: int) -> list[IPAddress]:
+    timeout = float(app_settings.CALLBACK_CONNECT_TIMEOUT)
+    try:
+        infos = _getaddrinfo(host, port, timeout)
+    except (TimeoutError, RuntimeError) as exc:  # RuntimeError: no thread could be started
+        raise UnsafeCallbackURL(
+            f"callback URL host {host!r} did not resolve within {timeout:g} seconds (its name servers are slow to "
+            "answer); try again later",
+            temporary=True,
+        ) from exc
     except socket.gaierror as exc:
         temporary = exc.errno == socket.EAI_AGAIN
         raise UnsafeCallbackURL(f"callback URL host {host!r} does not resolve", temporary=temporary) from exc
