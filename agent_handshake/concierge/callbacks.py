@@ -35,6 +35,9 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 USER_AGENT = "agent-handshake-callback/1"
 SIGNATURE_HEADER = "X-AHP-Signature"
 MAX_URL_LENGTH = 2048
+#: The answer's status line and headers (its body is CALLBACK_MAX_RESPONSE_BYTES'): http.client alone would take 100
+#: header lines of 64 KiB each.
+MAX_RESPONSE_HEAD_BYTES = 32768
 #: Host name lookups waiting at once, each in a thread of its own (getaddrinfo() takes no timeout): a name server
 #: that never answers holds its thread until the system resolver gives up, and no more threads than these.
 MAX_PENDING_LOOKUPS = 32
@@ -359,18 +362,31 @@ class _PeerMismatch(Exception):
     pass
 
 
+class _ResponseHeadTooLarge(http.client.HTTPException):
+    pass
+
+
 class _ReadDeadline:
-    """Bounds the whole response, not each read: a server trickling a byte at a time cannot hold us."""
+    """Bounds the whole response, not each read: a server trickling a byte at a time cannot hold us. While
+    ``head_budget`` is set, that many bytes at most are read (the status line and headers), then an error."""
 
     deadline: float | None = None
+    head_budget: int | None = None
 
-    def recv_into(self, buffer: Any, *args: Any, **kwargs: Any) -> int:
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         if self.deadline is not None:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("timed out")
             self.settimeout(remaining)  # type: ignore[attr-defined]
-        return super().recv_into(buffer, *args, **kwargs)  # type: ignore[misc]
+        size = nbytes or memoryview(buffer).nbytes
+        if self.head_budget is None:
+            return super().recv_into(buffer, size, flags)  # type: ignore[misc]
+        if self.head_budget <= 0:
+            raise _ResponseHeadTooLarge(f"response headers over {MAX_RESPONSE_HEAD_BYTES} bytes")
+        received = super().recv_into(buffer, min(size, self.head_budget), flags)  # type: ignore[misc]
+        self.head_budget -= received
+        return received
 
 
 class _DeadlineSocket(_ReadDeadline, socket.socket):
@@ -494,14 +510,18 @@ def deliver(url: str, body: bytes, headers: dict[str, str]) -> DeliveryResult:
         phase = "sending the request"
         sock.settimeout(read_timeout)
         sock.deadline = time.monotonic() + read_timeout  # type: ignore[attr-defined]
+        sock.head_budget = MAX_RESPONSE_HEAD_BYTES  # type: ignore[attr-defined]
         connection = http.client.HTTPConnection(address, checked.port)
         connection.sock = sock
         connection.request("POST", checked.path_with_query, body=body, headers=request_headers)
         phase = "waiting for the response"
         response = connection.getresponse()
+        sock.head_budget = None  # type: ignore[attr-defined]  # the body is capped as it is read
         excerpt = _read_capped(response, int(app_settings.CALLBACK_MAX_RESPONSE_BYTES))
         delivered, error_text, retryable = _outcome(response.status, response)
         return DeliveryResult(delivered, response.status, error_text, retryable, address, excerpt)
+    except _ResponseHeadTooLarge as exc:
+        return DeliveryResult(False, None, f"failed waiting for the response: {exc}", True, address, b"")
     except _PeerMismatch as exc:
         return DeliveryResult(False, None, f"refused: {exc}", False, address, b"")
     except TimeoutError:
