@@ -6,14 +6,18 @@ from the spec and the README's signed bytes with ``cryptography`` directly."""
 
 from __future__ import annotations
 
+import json
+import threading
+import urllib.error
+import urllib.request
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from agent_handshake.asp import asp_pb2
-from agent_handshake.models import AgentSession
+from agent_handshake.models import AgentSession, TrustEvent, VerifiedAgent
 from tests import test_asp as proto
 from tests.test_verified_agents import Agent, b64url, post, signed_bytes, unb64url
 
@@ -68,3 +72,42 @@ def test_a_protobuf_handshake_begun_before_the_site_key_rotated_is_completed_aft
         converse = post(client, "/agent/converse", {"ahp": "0.1", "capability": "site_info", "query": "Who are you?"},
                         HTTP_AUTHORIZATION=f"Bearer {credential.access_token}")  # fmt: skip
         assert converse.status_code == 200, converse.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_copies_of_a_signed_intent_sent_while_it_is_answered_move_no_trust(live_server, demo_content):
+    """A signed intent is answered once; its replays are refused 401 ``replayed`` and, as documented, counted
+    against the sender's network, not the agent whose message it is. Copies arriving while the original was being
+    answered (a captured message replayed at once, or a client's own impatient retry) were refused only after they
+    had been counted as the agent's requests: each lowered its trust (-0.02) and used up its own rate limit."""
+    agent = proto.Agent(Client())
+    agent.handshake()
+    body = proto.frame(agent.intent("What water temperature suits gyokuro?", capabilities=["content_search"]))
+    copies = 4
+    barrier = threading.Barrier(copies)
+    answers: list[tuple[int, bytes]] = []
+
+    def send() -> None:
+        request = urllib.request.Request(live_server.url + "/agent/asp", data=body, method="POST",
+                                         headers={"Content-Type": proto.PROTOBUF})  # fmt: skip
+        barrier.wait()
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                answers.append((response.status, response.read()))
+        except urllib.error.HTTPError as error:
+            answers.append((error.code, error.read()))
+
+    threads = [threading.Thread(target=send) for _ in range(copies)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = sorted(status for status, _ in answers)
+    assert statuses == [200] + [401] * (copies - 1), answers
+    for status, content in answers:
+        if status == 401:
+            assert json.loads(content)["code"] == "replayed"
+    verified = VerifiedAgent.objects.get(did=agent.did)
+    events = list(TrustEvent.objects.filter(agent=verified).values_list("delta", flat=True))
+    assert events == [pytest.approx(0.05)], events  # the answered intent, and nothing for its copies
+    assert verified.trust == pytest.approx(0.55)

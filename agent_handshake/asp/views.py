@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -124,13 +124,15 @@ def replayed() -> errors.AuthRequired:
 
 
 @contextlib.contextmanager
-def answered_once(intent: asp_pb2.IntentMessage) -> Iterator[None]:
+def answered_once(intent: asp_pb2.IntentMessage, refused: Callable[[], None] = lambda: None) -> Iterator[None]:
     """Spend ``intent``'s signature for the work inside, and give it back if that work is refused or fails: a signed
-    intent is answered at most once, and one refused before it was answered (429, 503, 403) may be sent again
+    intent is answered at most once, and one refused before it was answered (429, 503, 403, 400) may be sent again
     unchanged, as its refusal says. Only the request that spent a signature gives it back, so a replay of an
-    answered intent stays refused whatever refusal the replay provokes."""
+    answered intent stays refused whatever refusal the replay provokes. ``refused`` is called before a copy that
+    finds the signature spent is refused (to count it)."""
     seen = replay_key(intent)
     if not SeenSignature.spend(seen):
+        refused()
         raise replayed()  # a copy sent at the same time was taken first
     try:
         yield
@@ -200,16 +202,19 @@ class AgentSemanticProtocolView(FrontDoorView):
         except Exception:
             self.count(request)  # a refused message counts against the sender's network
             raise
-        if credentials is not None:
-            request.user, request.auth = AgentUser(credentials), credentials
-        # Counted before the signature is spent: an intent refused for the rate can be sent again after Retry-After.
+        if kind is MessageType.INTENT:
+            assert credentials is not None
+            # Spent before the request is the agent's: a copy sent while the original is answered is a replay,
+            # counted against the sender's network, and moves neither the agent's trust nor its own limit.
+            with answered_once(message, refused=lambda: self.count(request)):
+                request.user, request.auth = AgentUser(credentials), credentials
+                # Refused for the rate (or its payload) below, the signature is given back: sent again, it is
+                # answered.
+                self.count(request)
+                return self.intent(request, message, credentials, self.question(message))
         self.count(request)
         if kind is MessageType.HANDSHAKE:
             return self.handshake(request, message)
-        if kind is MessageType.INTENT:
-            text = self.question(message)
-            with answered_once(message):
-                return self.intent(request, message, credentials, text)
         raise errors.InvalidInput(
             f"POST /agent/asp takes HandshakeMessage (0x01) and IntentMessage (0x02) frames, not 0x{kind:02x} "
             f"({type(message).DESCRIPTOR.name}).",
