@@ -9,6 +9,7 @@ an ``async`` capability's result is posted). Unknown fields are ignored, as §10
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,10 @@ from ..concierge import errors
 from ..concierge.invocation import SchemaValidator
 
 PROTOCOL_VERSION = "1.0"
+#: The versions we read (§10: a new minor version is backward-compatible with ours, a new major one is not).
+SPOKEN = r"^1\.[0-9]{1,3}$"
+#: What a version looks like: one that does, but is not :data:`SPOKEN`, is another version (not a malformed one).
+VERSION_LIKE = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6}){0,3}")
 FLOW_TYPES = (
     "intent_request",
     "information_request",
@@ -41,7 +46,7 @@ SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["protocol_version", "flow_type", "message", "interaction_id", "attribution"],
     "properties": {
-        "protocol_version": {"type": "string", "pattern": r"^1\.[0-9]{1,3}$"},
+        "protocol_version": {"type": "string", "pattern": SPOKEN},
         "flow_type": {"enum": list(FLOW_TYPES)},
         "message": {"type": "string", "maxLength": 4096},
         "interaction_id": {"type": "string", "maxLength": 128, "pattern": r"^[\x21-\x7e]{1,128}$"},
@@ -70,6 +75,8 @@ _validator = SchemaValidator(SCHEMA)
 @dataclass
 class Envelope:
     body: dict[str, Any]
+    #: The message's version, which the answer repeats (§3.3: "Same as request").
+    protocol_version: str
     flow_type: str
     message: str
     interaction_id: str
@@ -106,9 +113,23 @@ def complaint(problem: jsonschema.ValidationError) -> str:
     return f"{where} does not satisfy {problem.validator!r} of the envelope's schema"
 
 
+def spoken(version: Any) -> str | None:
+    """``version`` if it is one we speak (a 1.x: §10 keeps minor versions compatible), else None."""
+    return version if isinstance(version, str) and re.fullmatch(SPOKEN, version) else None
+
+
 def parse(data: Any) -> Envelope:
     if not isinstance(data, dict):
         raise errors.InvalidInput("The body must be a JSON object: the IntentWeb envelope (§3.2).")
+    version = data.get("protocol_version")
+    if isinstance(version, str) and VERSION_LIKE.fullmatch(version) and spoken(version) is None:
+        # Said first and as what it is (not the schema's pattern): a message of another major version need not have
+        # our envelope's shape.
+        raise errors.InvalidInput(
+            f"This site speaks IntentWeb {PROTOCOL_VERSION} (and reads any 1.x as it); protocol_version "
+            f"{version} is not one of those.",  # digits and dots (VERSION_LIKE), at most 27
+            fields=["protocol_version"],
+        )
     problems = sorted(_validator.iter_errors(data), key=lambda error: list(error.absolute_path))
     if problems:
         fields = sorted({".".join(str(part) for part in problem.absolute_path) or "(envelope)" for problem in problems})
@@ -125,6 +146,7 @@ def parse(data: Any) -> Envelope:
         parse_time(entry["timestamp"], f"attribution.chain.{index}.timestamp")
     return Envelope(
         body=data,
+        protocol_version=data["protocol_version"],
         flow_type=data["flow_type"],
         message=data["message"],
         interaction_id=data["interaction_id"],

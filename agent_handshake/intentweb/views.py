@@ -51,7 +51,7 @@ from ..identity.site_key import public_key_from_b64url, site_private_key
 from ..models import IntentNonce, Interaction, Job, TrustedActorKey
 from ..registry import INTENTWEB_VERSION
 from . import attribution, flows
-from .envelope import Envelope, parse, parse_time
+from .envelope import Envelope, parse, parse_time, spoken
 from .openapi import INTENT
 
 logger = logging.getLogger(__name__)
@@ -85,8 +85,10 @@ def signed(
     query_hash: str,
     endpoint: str,
     explicability: list[dict[str, Any]] | None = None,
+    protocol_version: str = INTENTWEB_VERSION,
 ) -> dict[str, Any]:
-    """``reply`` (flow_type, message, status and extra fields) as an envelope the site signs."""
+    """``reply`` (flow_type, message, status and extra fields) as an envelope the site signs, in
+    ``protocol_version``: the message's, a 1.x we speak (§3.3 "Same as request")."""
     moment, nonce = now_iso(), secrets.token_urlsafe(18)
     entry = attribution.sign_entry(
         site_private_key(),
@@ -97,7 +99,7 @@ def signed(
         timestamp=moment,
     )
     body = {
-        "protocol_version": INTENTWEB_VERSION,
+        "protocol_version": protocol_version,
         "flow_type": reply["flow_type"],
         "message": reply["message"],
         "interaction_id": interaction_id,
@@ -341,6 +343,7 @@ class IntentView(FrontDoorView):
             interaction_id=interaction_id[:128],
             query_hash=query_hash[:64],
             endpoint=endpoint_of(self.request._request),
+            protocol_version=spoken(data.get("protocol_version")) or INTENTWEB_VERSION,
         )
         return Response(body, status=error.status)
 
@@ -372,6 +375,7 @@ class IntentView(FrontDoorView):
             query_hash=interaction.query_hash if interaction else envelope.attribution["query_hash"],
             endpoint=endpoint,
             explicability=[explain(interaction, envelope, admission.verified)] if interaction else None,
+            protocol_version=envelope.protocol_version,
         )
         response = Response(body, status=reply.http_status)
         if turn.replayed:
