@@ -435,8 +435,23 @@ class Turn:
 
     def given(self, capability: Capability) -> dict[str, Any]:
         """The values the message gives by name (its ``collected_information``), as the input takes them: an agent's
-        are structured already; the intent page's form sends text (:mod:`.page`)."""
-        return dict(self.envelope.collected)
+        are structured already; the intent page's form sends text (:mod:`.page`).
+
+        A value of a JSON type its field does not take (a number for a date, null, a list for a time) is a malformed
+        message, refused before it changes anything; a value of the right type that the field still refuses (a date
+        that does not exist, "25:99") is an answer to correct, asked for again (:meth:`collect`). Taken as such an
+        answer, a wrong type dropped the valid value collected before it."""
+        given = dict(self.envelope.collected)
+        properties = (capability.input_schema or {}).get("properties", {})
+        wrong = {name: kinds for name, value in given.items()
+                 if (kinds := json_types(properties.get(name))) and not type_fits(value, kinds)}  # fmt: skip
+        if wrong:
+            said = "; ".join(f"collected_information.{name} must be {' or '.join(kinds)}, not "
+                             f"{json_type(given[name])}" for name, kinds in wrong.items())  # fmt: skip
+            raise errors.InvalidInput(
+                f"{said} (nothing was changed).", fields=[f"collected_information.{name}" for name in wrong]
+            )
+        return given
 
     def authorise(self, capability: Capability) -> None:
         """The capability's credentials, on every message (a refusal leaves the interaction as it was)."""
@@ -600,6 +615,37 @@ class Turn:
             raise errors.Conflict(
                 "This Idempotency-Key was used for a different request; use a new key for a new request."
             )
+
+
+JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
+
+def json_type(value: Any) -> str:
+    """``value``'s JSON type, as JSON Schema names it."""
+    return "null" if value is None else JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def json_types(spec: Any) -> list[str]:
+    """The JSON types a field's schema takes (its ``type``, else those of its ``enum`` or ``const``); [] when it does
+    not say."""
+    if not isinstance(spec, dict):
+        return []
+    kinds = spec.get("type")
+    if isinstance(kinds, str):
+        return [kinds]
+    if isinstance(kinds, list):
+        return [kind for kind in kinds if isinstance(kind, str)]
+    options = spec["enum"] if isinstance(spec.get("enum"), list) else [spec["const"]] if "const" in spec else []
+    return sorted({json_type(option) for option in options})
+
+
+def type_fits(value: Any, kinds: list[str]) -> bool:
+    kind = json_type(value)
+    if kind == "integer" and "number" in kinds:
+        return True
+    if kind == "number" and "integer" in kinds and float(value).is_integer():  # 2.0 is an integer to JSON Schema
+        return True
+    return kind in kinds
 
 
 def external_id(capability: Capability, data: dict[str, Any]) -> str | None:

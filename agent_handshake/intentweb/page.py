@@ -94,7 +94,9 @@ class PageTurn(Turn):
         capability reads a message, else as its JSON type plainly says. Taken as they came, they were refused for
         their type and asked for again, however often the person answered."""
         properties = (capability.input_schema or {}).get("properties", {})
-        given = super().given(capability)
+        # Not Turn.given's refusal of a JSON type the field does not take: the person typed text, and what still is
+        # not the field's type is asked for again.
+        given = dict(self.envelope.collected)
         for name, value in given.items():
             spec = properties.get(name)
             if not isinstance(value, str) or not isinstance(spec, dict) or spec.get("type", "string") == "string":
