@@ -85,7 +85,10 @@ def test_rate_limits_and_authentication_come_from_settings(client, settings):
     assert manifest["rate_limit"] == "10/minute"
     tiers = manifest["rate_limits"].pop("verified_agents")  # verified agents' trust tiers (test_verified_agents.py)
     assert [tier["name"] for tier in tiers["tiers"]] == ["trusted", "verified", "probation"]
-    assert manifest["rate_limits"] == {"unauthenticated": {"requests": "10/minute", "token_budget": "900/session"}}
+    assert manifest["rate_limits"] == {
+        "unauthenticated": {"requests": "10/minute", "token_budget": "900/session"},
+        "authenticated": {"requests": "120/minute"},  # not set: its default, enforced (test_manifest_limits.py)
+    }
 
 
 def test_contact_capability_is_offered_once_the_profile_has_contact_details(

@@ -14,6 +14,8 @@ from ..registry import AHP_VERSION, capability_registry
 from ..state import Snapshot
 
 MODES = ("MODE1", "MODE2", "MODE3")
+#: The request tiers AHP 0.1 knows (verified agents' trust tiers are our extension beside them).
+TIERS = ("unauthenticated", "authenticated")
 logger = logging.getLogger(__name__)
 
 
@@ -121,6 +123,8 @@ def offers_intents() -> bool:
 
 def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
     """The manifest as a dict; ``base_url`` ("https://example.com") makes the ``links`` absolute."""
+    from ..concierge.limits import tier_rate
+
     capabilities = capability_registry.available()
     modes = {"MODE1"} | {capability.mode for capability in capabilities}
     endpoints = {"content": reverse("agent_handshake:llms_txt")}
@@ -147,11 +151,10 @@ def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
     etas = [c.eta_seconds or app_settings.JOB_ETA_SECONDS for c in capabilities if c.action_type == "async"]
     if etas:
         manifest["async"] = {"supported": True, "max_eta_seconds": max(etas)}
-    unauthenticated = rate_limits.get("unauthenticated", {}).get("requests")
-    if unauthenticated:
-        manifest["rate_limit"] = unauthenticated
-    if rate_limits:
-        manifest["rate_limits"] = dict(rate_limits)
+    # Both tiers, each with the request rate enforced: a tier RATE_LIMITS leaves out, or gives no ``requests``, is
+    # still counted against its default, which an agent must be told as much as a rate the site set.
+    manifest["rate_limits"] = {tier: {**rate_limits.get(tier, {}), "requests": tier_rate(tier)} for tier in TIERS}
+    manifest["rate_limit"] = manifest["rate_limits"]["unauthenticated"]["requests"]
     if _path("handshake"):  # verified agents' tiers (our extension; the 0.1 schema knows two tiers: NOTES.md)
         manifest["rate_limits"] = {**manifest.get("rate_limits", {}), "verified_agents": verified_agent_tiers()}
     if modes & {"MODE2", "MODE3"}:  # the same capabilities over NLWeb v0.54
