@@ -111,3 +111,23 @@ def test_copies_of_a_signed_intent_sent_while_it_is_answered_move_no_trust(live_
     events = list(TrustEvent.objects.filter(agent=verified).values_list("delta", flat=True))
     assert events == [pytest.approx(0.05)], events  # the answered intent, and nothing for its copies
     assert verified.trust == pytest.approx(0.55)
+
+
+@pytest.mark.parametrize(("start", "payload", "capabilities"), [
+    (1.0, "How hot should the water be for gyokuro?", ["content_search"]),  # accepted, at the ceiling
+    (0.0, "Book me a table for two tonight at seven", []),  # not accepted (an action), at the floor
+    (0.97, "How hot should the water be for gyokuro?", ["content_search"]),  # accepted, clamped on the way up
+])  # fmt: skip
+def test_a_negotiation_responses_trust_delta_is_the_change_made_to_the_agents_trust(
+    client, demo_content, start, payload, capabilities
+):
+    """``trust_delta`` is documented (and signed) as the change the intent made to the agent's trust here. Trust is
+    clamped to [0, 1], yet an agent at the ceiling was told +0.05 and one at the floor -0.02 for a change of 0."""
+    agent = proto.Agent(client)
+    agent.handshake()
+    VerifiedAgent.objects.filter(did=agent.did).update(trust=start)
+    response = proto.post(client, proto.frame(agent.intent(payload, capabilities=capabilities)))
+    assert response.status_code == 200, response.content
+    answer = proto.unframe(response.content)
+    after = VerifiedAgent.objects.get(did=agent.did).trust
+    assert answer.trust_delta == pytest.approx(after - start, abs=1e-6), (answer.accepted, answer.trust_delta, after)

@@ -408,9 +408,10 @@ class AgentSemanticProtocolView(FrontDoorView):
                 )
         # The change this intent makes to the agent's trust (§6.4): up for an accepted one, down for one that is not
         # (no capability fits, an action, a clarification), so that a flood of intents the site cannot accept
-        # lowers an agent's trust instead of raising it. The front door applies the same (``declined``).
+        # lowers an agent's trust instead of raising it. The front door applies the same (``declined``), clamped to
+        # [0, 1]: an agent at the ceiling is told 0, not +0.05 (its trust as this request read it).
         self.declined = not response.accepted
-        response.trust_delta = 0.0 if agent.pinned else trust.ACCEPTED if response.accepted else trust.REFUSED
+        response.trust_delta = 0.0 if agent.pinned else trust.change_of(agent.trust, response.accepted)
         return framed(signing.sign_as_site(response))
 
     def choose(self, intent: asp_pb2.IntentMessage, text: str) -> tuple[Capability | None, str]:

@@ -65,6 +65,11 @@ def blocked_owner(key_field: str = "api_key") -> Exists:
     return Exists(VerifiedAgent.objects.filter(key=OuterRef(key_field), blocked=True))
 
 
+def change_of(trust: float, accepted: bool) -> float:
+    """What :func:`record` moves an unpinned agent's ``trust`` by for one request: its step, clamped to [0, 1]."""
+    return max(0.0, min(1.0, trust + (ACCEPTED if accepted else REFUSED))) - trust
+
+
 def record(agent_id: int, accepted: bool, reason: str) -> None:
     """Move an unpinned agent's trust for one request (see the module docstring), with its history row."""
     delta = ACCEPTED if accepted else REFUSED
