@@ -160,6 +160,8 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_interactions
 
     during_lookup = []
     resolve = socket.getaddrinfo
+    # The request's connection, seen from the lookup, which runs in a thread of its own (for its timeout).
+    caller = transaction.get_connection()
 
     def spied(host, *args, **kwargs):
         if host == "localhost":  # the callback's host (nothing else here resolves a name)
@@ -167,7 +169,7 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_interactions
             checker = threading.Thread(target=lambda: locked.append(interaction_locked()))
             checker.start()
             checker.join()
-            during_lookup.append({"in_transaction": transaction.get_connection().in_atomic_block, "locked": locked[0]})
+            during_lookup.append({"in_transaction": caller.in_atomic_block, "locked": locked[0]})
         return resolve(host, *args, **kwargs)
 
     # A callback URL the site refuses is still refused where it was, once the input is complete: no job.

@@ -703,6 +703,8 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_sessions_row
     )
     during_lookup = []
     resolve = socket.getaddrinfo
+    # The request's connection, seen from the lookup, which runs in a thread of its own (for its timeout).
+    caller = transaction.get_connection()
 
     def spied(host, *args, **kwargs):
         if host == "localhost":  # the callback's host (nothing else here resolves a name)
@@ -710,7 +712,7 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_sessions_row
             checker = threading.Thread(target=lambda: locked.append(not row_lock_is_free(session.pk)))
             checker.start()
             checker.join()
-            during_lookup.append({"in_transaction": transaction.get_connection().in_atomic_block, "locked": locked[0]})
+            during_lookup.append({"in_transaction": caller.in_atomic_block, "locked": locked[0]})
         return resolve(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", spied)
