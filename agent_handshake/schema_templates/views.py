@@ -141,7 +141,8 @@ class SchemaTemplatesView(SchemaTemplatesBase):
         unexpected(body, ("schema_id", "payload", "callback_url"), "")
         capability, row = templates.parse_schema_id(body.get("schema_id"))
         authorize(capability, request.auth)
-        callback_url = body.get("callback_url") or ""
+        # Only null and "" mean no callback: false, 0, [] or {} are a client's mistake, not an absence.
+        callback_url = "" if body.get("callback_url") is None else body["callback_url"]
         if not isinstance(callback_url, str):
             raise errors.InvalidInput("callback_url must be a string (a URL).", fields=["callback_url"])
         if callback_url and capability.action_type != "async":
