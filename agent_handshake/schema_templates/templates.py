@@ -21,6 +21,7 @@ other.)
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -63,11 +64,18 @@ FORMATS = {
 }
 #: Words of a key's name that make it about identity, payment or access: changing how such a key is described
 #: needs the ``change_security_keys`` permission (§8: schema updates touching security-relevant keys need
-#: authorisation).
+#: authorisation). A name is read as its words however it is written (``card_number``, ``cardNumber``,
+#: ``billing-address``), and one written as a single word counts when it begins or ends with one of the longer
+#: words (``emailaddress``, ``creditcard``; see :func:`security_relevant`).
 SECURITY_WORDS = frozenset(
     "email mail password passcode pin payment pay card iban account token secret auth identity phone address "
-    "ssn".split()
+    "ssn credit debit cvv cvc otp bank login username credential credentials passport apikey cardnumber "
+    "cardholder".split()
 )
+#: The words a single-word name is matched against at its start or end: the shorter ones would find "author",
+#: "cardigan", "shipping" ("pin") or "display" ("pay").
+COMPOUNDED_WORDS = frozenset(word for word in SECURITY_WORDS if len(word) >= 5)
+EMAIL_FORMATS = frozenset({"email", "idn-email"})
 
 
 def offered() -> list[Capability]:
@@ -173,12 +181,30 @@ def described(name: str, spec: dict[str, Any]) -> str:
 
 def security_relevant(capability: Capability, key_name: str) -> bool:
     """Whether a key is security-relevant: every key of a capability that needs credentials (its keys steer
-    what runs under them), and elsewhere a key about identity, payment or access (:data:`SECURITY_WORDS`, or an
-    email format)."""
+    what runs under them), and elsewhere a key about identity, payment or access: an email format, or a name whose
+    words (:func:`name_words`), two neighbours of them, or the whole name run together are one of
+    :data:`SECURITY_WORDS` or begin or end with one of :data:`COMPOUNDED_WORDS`. In doubt it is: a false alarm
+    costs an editor a colleague's permission, a miss lets anyone with the editor role rewrite it."""
     if capability.requires_auth:
         return True
     spec = (capability.input_schema or {}).get("properties", {}).get(key_name, {})
-    return bool(SECURITY_WORDS & set(key_name.lower().split("_"))) or spec.get("format") == "email"
+    if isinstance(spec, dict) and spec.get("format") in EMAIL_FORMATS:
+        return True
+    words = name_words(key_name)
+    # Each word, each two neighbours written as one (api_key, credit_card) and the whole name run together.
+    candidates = {*words, *(a + b for a, b in itertools.pairwise(words)), "".join(words)}
+    return any(
+        candidate in SECURITY_WORDS
+        or any(candidate.startswith(word) or candidate.endswith(word) for word in COMPOUNDED_WORDS)
+        for candidate in candidates
+    )
+
+
+def name_words(key_name: str) -> list[str]:
+    """A key's name as lower-case words, however it is written: ``cardNumber``, ``APIKey``, ``card_number``,
+    ``card-number`` and ``card number`` are all ``["card", "number"]``."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", key_name)
+    return [word.lower() for word in re.findall(r"[^\W_]+", spaced)]
 
 
 #: How templates are written from a declaration; raised when that changes, so a deploy republishes what was
