@@ -119,3 +119,40 @@ def test_a_proposal_cannot_be_renamed_into_a_security_key_written_as_one_word(cl
     assert "security-relevant" in response.content.decode()
     proposal.refresh_from_db()
     assert proposal.name == "window_seat"
+
+
+# --- 3. a translation's language must be a language tag -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("written", ["French", "fr, de", "français", "fr fr", "en_US.UTF-8", "fr\u200b", "-fr", "fr-"])
+def test_a_translation_under_no_language_tag_is_refused_not_stored_and_never_served(
+    client, written, django_capture_on_commit_callbacks
+):
+    """The language was stored as typed (lower case): "french" or "fr, de" is no tag a client sends as
+    preferred_language, so the editor's translation was kept, published, and never served to anyone."""
+    template(client, "plan_picnic")
+    row = SchemaTemplate.objects.get(scenario="plan_picnic")
+    client.force_login(editor(*TEXT_EDITOR))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/",
+                               inline_form("plan_picnic", [("place", written, "Le lieu.")]))  # fmt: skip
+    assert response.status_code == 200
+    assert "Enter a language tag" in response.content.decode()
+    assert not SchemaKeyText.objects.exists()
+    assert template(client, "plan_picnic")["schema_id"] == "plan_picnic_v1"
+
+
+@pytest.mark.parametrize(("written", "asked"), [("fr", "fr-CA"), ("FR_ca", "fr-CA"), ("zh-Hant-TW", "zh-Hant-TW"),
+                                                ("gsw", "gsw"), ("x-klingon", "x-klingon")])  # fmt: skip
+def test_a_translation_under_a_language_tag_is_kept_and_served(
+    client, written, asked, django_capture_on_commit_callbacks
+):
+    template(client, "plan_picnic")
+    row = SchemaTemplate.objects.get(scenario="plan_picnic")
+    client.force_login(editor(*TEXT_EDITOR))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/",
+                               inline_form("plan_picnic", [("place", written, "Le lieu.")]))  # fmt: skip
+    assert response.status_code == 302
+    body = template(client, "plan_picnic", preferred_language=asked)
+    assert (body["schema_id"], body["keys"][0]["semantic_description"]) == ("plan_picnic_v2", "Le lieu.")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models.signals import pre_save
@@ -51,6 +53,11 @@ def language_tag(value: str) -> str:
     return value.strip().lower().replace("_", "-")
 
 
+#: A BCP 47 tag's shape once :func:`language_tag` wrote it: a 2 or 3 letter language (or ``x``/``i``, private use
+#: and grandfathered), then subtags of 1 to 8 letters and digits. What a client can send as ``preferred_language``.
+LANGUAGE_TAG = re.compile(r"(?:[a-z]{2,3}|[xi])(?:-[a-z0-9]{1,8})*")
+
+
 class LanguageTagField(models.CharField):
     """A language tag, stored and compared as :func:`language_tag` writes it: every value the ORM sends to the
     database (a save, ``QuerySet.update()``, ``bulk_create()``, a lookup's value) goes through it."""
@@ -95,6 +102,17 @@ class SchemaKeyText(models.Model):
     def clean(self) -> None:
         super().clean()
         self.language = language_tag(self.language or "")
+        # A text under anything else ("French", "fr, de") would be kept and published, and never served: no request
+        # asks for that language.
+        if self.language and not LANGUAGE_TAG.fullmatch(self.language):
+            raise ValidationError(
+                {
+                    "language": _(
+                        "Enter a language tag, as agents ask for it in preferred_language: fr, de-CH, pt-BR, "
+                        "zh-Hant (a language of 2 or 3 letters, then parts of letters and digits, joined by hyphens)."
+                    )
+                }
+            )
 
 
 def normalise_key_text_language(sender: type, instance: SchemaKeyText, **kwargs: Any) -> None:
