@@ -155,6 +155,8 @@ class Turn:
     interaction: Interaction | None = None
     replayed: bool = False
     usages: list[ratelimit.Usage] = field(default_factory=list)
+    #: How the turn read what the message said in words (the intent page's "tomorrow"), said with its question.
+    readings: list[str] = field(default_factory=list)
     #: How the capability is called: the intent page's call counts its limit per client address (:mod:`.page`).
     call_class: ClassVar[type[calls.Call]] = calls.Call
     #: The envelope's ``callback_url`` checked before the message's transaction (:meth:`check_callback`).
@@ -404,7 +406,7 @@ class Turn:
             problem = check_input(capability, data)
             asked = [name for name in interaction.asked or (problem.missing if problem else []) if name not in data]
         for text in texts:
-            data.update(answer_input(capability, text, asked))
+            data.update(self.read(capability, text, asked))
         data.update(self.given(capability))
         problem = check_input(capability, data)
         notes = list(notes or [])
@@ -432,6 +434,11 @@ class Turn:
             interaction.save(update_fields=TURN_FIELDS)
             return reply
         return self.execute(capability, data)
+
+    def read(self, capability: Capability, text: str, asked: list[str]) -> dict[str, Any]:
+        """The input fields ``text`` states (the intent, or an answer to the fields ``asked``), as
+        :func:`answer_input` reads them (an agent states a date as YYYY-MM-DD, as the manifest asks)."""
+        return answer_input(capability, text, asked)
 
     def given(self, capability: Capability) -> dict[str, Any]:
         """The values the message gives by name (its ``collected_information``), as the input takes them: an agent's
@@ -472,7 +479,7 @@ class Turn:
         interaction = self.interaction
         assert interaction is not None
         interaction.asked = list(missing)
-        parts = []
+        parts = [" ".join(self.readings)] if self.readings else []
         if notes:
             parts.append("That did not work:\n\n" + "\n".join(f"- {note}" for note in notes))
         needed = "\n".join(f"- {cell(described(capability, name), 400)}" for name in missing)

@@ -18,6 +18,7 @@ CSRF-checked like any form of the site.
 
 from __future__ import annotations
 
+import datetime
 import re
 import secrets
 from typing import Any
@@ -26,6 +27,7 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views import View
 from rest_framework.authentication import CSRFCheck
 from rest_framework.request import Request
@@ -88,6 +90,25 @@ class PageTurn(Turn):
     def reachable(self) -> list[Capability]:
         return [capability for capability in offered() if page_may(capability)]
 
+    def read(self, capability: Capability, text: str, asked: list[str]) -> dict[str, Any]:
+        """As an agent's, and a day a person names in words in the request they type ("tomorrow", "next Friday"),
+        for the capability's one date field (:func:`day_named`). An agent states dates as YYYY-MM-DD, for its
+        user's calendar, which the site cannot know; a person on the site's own page means the site's. Only the
+        request is read so: the page's form asks for a date with a date picker, and its other answers ("Name: Ada
+        Tuesday", "today@example.com") name no day."""
+        found = super().read(capability, text, asked)
+        properties = (capability.input_schema or {}).get("properties", {})
+        dates = [name for name, spec in properties.items() if isinstance(spec, dict)
+                 and spec.get("format") == "date" and spec.get("type", "string") == "string"]  # fmt: skip
+        if self.envelope.flow_type != "intent_request" or len(dates) != 1 or dates[0] in found:
+            return found
+        named = day_named(text, timezone.localdate())
+        if named is not None:
+            words, day = named
+            found[dates[0]] = day.isoformat()
+            self.readings.append(f"I took “{words}” as {day:%A} {day.day} {day:%B %Y}.")
+        return found
+
     def given(self, capability: Capability) -> dict[str, Any]:
         """The form's values, which are what the person typed (its script sends integers as numbers, nothing else):
         a field whose input is not text (a list of lines, a number, yes or no) is read from that text as the
@@ -104,6 +125,37 @@ class PageTurn(Turn):
             read = extract_input(capability, value).get(name)
             given[name] = read if read is not None else plainly(spec.get("type"), value.strip())
         return given
+
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+#: The words for a day a person may type: alone, not inside a word, an address or a name with a dot or hyphen.
+DAY_WORDS = re.compile(
+    r"(?<![\w@.+-])(?:(?:the\s+)?day\s+after\s+tomorrow|today|tonight|tomorrow|"
+    rf"(?:(?:this|next|coming|on)\s+)?(?:{'|'.join(WEEKDAYS)}))(?![\w@.-])",
+    re.IGNORECASE,
+)
+
+
+def day_named(text: str, today: datetime.date) -> tuple[str, datetime.date] | None:
+    """The day ``text`` names in words, counted from ``today``, with the words, or None if it names none or more than
+    one: "today" (or "tonight"), "tomorrow", "the day after tomorrow", and a weekday, alone or after "on", "this",
+    "next" or "coming": the first such day after today ("next Friday" on a Wednesday is in two days, as "Friday"
+    is; the answer says which day it took)."""
+    days: dict[datetime.date, str] = {}
+    for match in DAY_WORDS.finditer(text):
+        words = " ".join(match.group(0).split())
+        last = words.split()[-1].lower()
+        if last in WEEKDAYS:
+            ahead = (WEEKDAYS.index(last) - today.weekday()) % 7 or 7
+        elif words.lower().endswith("after tomorrow"):
+            ahead = 2
+        else:
+            ahead = 1 if last == "tomorrow" else 0
+        days.setdefault(today + datetime.timedelta(days=ahead), words)
+    if len(days) != 1:
+        return None
+    ((day, words),) = days.items()
+    return words, day
 
 
 def plainly(kind: Any, text: str) -> Any:
