@@ -44,6 +44,7 @@ from .invocation import (
     Invocation,
     Outcome,
     OutputInvalid,
+    answer_input,
     check_input,
     check_output,
     extract_input,
@@ -265,6 +266,7 @@ class Call:
         # and what it gathered are not read, and this call's turn closes it (a session has one open question).
         continuing = False
         gathered: dict[str, Any] = {}
+        asked: list[str] = []
         if self.session_id:
             try:
                 session = load_session(self.session_id, self.owner, lock=True)
@@ -278,10 +280,13 @@ class Call:
                 continuing = pending.get("kind") == "input" and session.capability == capability.name
                 if continuing:
                     gathered = dict(pending.get("input") or {})
+                    asked = [name for name in pending.get("missing") or [] if name not in gathered]
         structured = self.input is not None
-        if continuing:  # the answer fills in what was missing
+        answered: list[str] | None = None
+        if continuing:  # the answer fills in what was missing, read as every front door reads one
             answer = self.clarification or self.query
-            data = {**gathered, **extract_input(capability, answer), **(self.input or {})}
+            data = {**gathered, **answer_input(capability, answer, asked), **(self.input or {})}
+            answered = [name for name in asked if name in data]
         elif structured:
             data = dict(self.input or {})
         else:
@@ -301,13 +306,20 @@ class Call:
                     fields=[f"{self.input_prefix}{name}" for name in problem.missing],
                 )
             )
-        return self.ask(session, data, problem.missing)
+        return self.ask(session, data, problem.missing, answered)
 
-    def ask(self, session: ConverseSession | None, data: dict[str, Any], missing: list[str]) -> NeedsInput:
-        """Ask for the fields the query did not state; the answer comes back as the next turn."""
+    def ask(
+        self,
+        session: ConverseSession | None,
+        data: dict[str, Any],
+        missing: list[str],
+        answered: list[str] | None = None,
+    ) -> NeedsInput:
+        """Ask for the fields the query did not state; the answer comes back as the next turn. ``answered``: the
+        fields asked for last time that this turn's answer filled (None: this turn answered no question)."""
         if session is None:
             session = new_session(self.capability.name, self.requesting_agent, self.owner)
-        question = field_question(self.capability, missing)
+        question = field_question(self.capability, missing, answered)
         session.capability = self.capability.name
         session.pending_clarification = {"kind": "input", "input": data, "missing": missing, "question": question}
         session.last_active_at = timezone.now()

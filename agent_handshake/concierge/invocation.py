@@ -21,7 +21,7 @@ the job (:mod:`agent_handshake.concierge.desk`, the human desk).
 
 Structured input travels in ``context.input`` (an object); with none, the free-text ``query`` is mapped to the
 schema where that is deterministic (:func:`extract_input`), and what is still missing is asked for with
-``clarification_needed``.
+``clarification_needed``; every front door reads the answer to that question with :func:`answer_input`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import decimal
 import functools
 import itertools
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -280,9 +280,15 @@ def extract_input(capability: Capability, text: str) -> dict[str, Any]:
     value named in the text, a match of its ``pattern``, an email address (``format: email``), an ISO date
     (``format: date``) or time (``format: time``). A field is filled only when exactly one candidate is found.
     """
+    return _extracted(capability, text)[0]
+
+
+def _extracted(capability: Capability, text: str) -> tuple[dict[str, Any], set[str]]:
+    """:func:`extract_input`'s fields, and the names the capability's own ``extract`` reads (those it returned,
+    found or None): a field it reads is its to read, so an answer it finds nothing in is not that field's value."""
     found: dict[str, Any] = {}
-    if capability.extract:
-        found.update({k: v for k, v in (capability.extract(text) or {}).items() if v is not None})
+    own = (capability.extract(text) or {}) if capability.extract else {}
+    found.update({k: v for k, v in own.items() if v is not None})
     properties = (capability.input_schema or {}).get("properties", {})
     for name, spec in properties.items():
         if name in found or not isinstance(spec, dict) or spec.get("type", "string") != "string":
@@ -310,7 +316,7 @@ def extract_input(capability: Capability, text: str) -> dict[str, Any]:
             value = _one([f"{int(h):02d}:{m}:00" for h, m in ISO_TIME.findall(text)])
         if value is not None:
             found[name] = value
-    return found
+    return found, set(own)
 
 
 LABELLED = re.compile(r"^\s*([A-Za-z][\w \-]{0,40}?)\s*[:=]\s*(.+?)\s*$")
@@ -318,20 +324,24 @@ INTEGER = re.compile(r"(?<![\w.-])(\d{1,6})(?![\w.])")
 
 
 def answer_input(capability: Capability, text: str, asked: Sequence[str] = ()) -> dict[str, Any]:
-    """The input fields an answer to "I still need ``asked``" states, for a conversation that collects input.
+    """The input fields an answer to "I still need ``asked``" states: how every front door reads an agent's answer
+    to the site's question for missing input (AHP's clarification, MCP's missing_field, NLWeb's elicitation,
+    IntentWeb's information_request).
 
-    :func:`extract_input`, then ``field: value`` lines or ``;``-separated parts naming a property (by its name,
-    with spaces for underscores; a list's value runs on over the unlabelled parts after it), each value read as
-    its property takes it (:func:`labelled_value`), and, when exactly one field was asked for and the answer gave
-    nothing else: an integer field takes the answer's one integer, a free-text string field (no enum, pattern or
-    format) the whole answer. Values are not validated here (the caller checks them against the
-    ``input_schema``)."""
+    :func:`extract_input`, then ``field: value`` parts naming a property (by its name, with spaces for underscores;
+    parts are lines, ``;``-separated, or ``,``-separated where the next part starts with a label; a list's value
+    runs on over the unlabelled parts after it), each value read as its property takes it (:func:`labelled_value`),
+    and, when exactly one field was asked for and the answer gave nothing else: an integer field takes the
+    answer's one integer, a free-text string field (no enum, pattern or format, and not one the capability's own
+    ``extract`` reads) the whole answer. With several fields asked, an unlabelled answer fills only what the
+    extractors read in it: which words would be which field is a guess. Values are not validated here (the caller
+    checks them against the ``input_schema``)."""
     properties = (capability.input_schema or {}).get("properties", {})
-    found = extract_input(capability, text)
+    found, own = _extracted(capability, text)
     names = {name.lower().replace("_", " "): name for name in properties}
     labelled_parts: dict[str, list[str]] = {}
     current: str | None = None
-    for part in re.split(r"[;\n]", text):
+    for part in answer_parts(text, names):
         labelled = LABELLED.match(part)
         name = names.get(labelled.group(1).strip().lower().replace("_", " ")) if labelled else None
         if labelled and name is not None:
@@ -341,7 +351,7 @@ def answer_input(capability: Capability, text: str, asked: Sequence[str] = ()) -
             labelled_parts[current].append(part.strip())  # "items: 12 x LK-1; 3 x LK-2": one list
     for name, parts in labelled_parts.items():
         found[name] = labelled_value(capability, name, "; ".join(parts).rstrip("."))
-    if len(asked) == 1 and not found and asked[0] in properties:
+    if len(asked) == 1 and not found and asked[0] in properties and asked[0] not in own:
         name, spec = asked[0], properties[asked[0]]
         if spec.get("type") == "integer":
             numbers = INTEGER.findall(text)
@@ -352,6 +362,18 @@ def answer_input(capability: Capability, text: str, asked: Sequence[str] = ()) -
             if value:
                 found[name] = value
     return found
+
+
+def answer_parts(text: str, labels: Collection[str]) -> list[str]:
+    """``text`` cut into the parts that may each be ``label: value``: at line ends and ``;``, and at a comma that a
+    property's label follows ("name: Ada Lovelace, email: ada@example.com"; the words of "items: 12 x LK-1, 3 x
+    LK-2" stay one part)."""
+    parts = re.split(r"[;\n]", text)
+    if not labels:
+        return parts
+    named = "|".join(re.escape(label).replace(r"\ ", r"[ _]") for label in sorted(labels, key=len, reverse=True))
+    before_label = re.compile(rf",\s*(?=(?:{named})\s*[:=])", re.I)
+    return [piece for part in parts for piece in before_label.split(part)]
 
 
 def labelled_value(capability: Capability, name: str, value: str) -> Any:
@@ -385,8 +407,10 @@ def _typed(spec: dict[str, Any], value: str) -> Any:
     return value
 
 
-def field_question(capability: Capability, missing: list[str]) -> str:
-    """A clarification question naming the missing fields with their descriptions."""
+def field_question(capability: Capability, missing: list[str], answered: Sequence[str] | None = None) -> str:
+    """A clarification question naming the missing fields with their descriptions; with several, how to label
+    the values in one answer. ``answered``: the fields asked for that the agent's answer to the last question
+    filled (None: no question was answered), said first, so an agent sees what was taken and what was not."""
     properties = (capability.input_schema or {}).get("properties", {})
     parts = []
     for name in missing:
@@ -394,7 +418,15 @@ def field_question(capability: Capability, missing: list[str]) -> str:
         described = spec.get("description") or spec.get("title") or name.replace("_", " ")
         hint = f" (one of: {', '.join(map(str, spec['enum']))})" if "enum" in spec else ""
         parts.append(f"{name}: {described}{hint}")
-    return f"To {capability.name.replace('_', ' ')}, I still need: " + "; ".join(parts) + "."
+    question = f"To {capability.name.replace('_', ' ')}, I still need: " + "; ".join(parts) + "."
+    if len(missing) > 1:
+        example = "; ".join(f"{name}: ..." for name in missing[:3])
+        question += f' Give each value after its name, one per line or separated by ";" ("{example}").'
+    if answered is None:
+        return question
+    if answered:
+        return f"Thank you: I have {', '.join(answered)} now. {question}"
+    return f"Your answer did not give what I asked for. {question}"
 
 
 # --- output -----------------------------------------------------------------------------------------------------
