@@ -540,10 +540,14 @@ class SchemaKeyTextInline(admin.TabularInline):
         capability = capability_registry.get(obj.scenario) if obj is not None else None
         names = [key["key_name"] for key in (obj.published.get("keys", []) if obj is not None else [])]
         gone = sorted({text.key_name for text in obj.texts.all()} - set(names)) if obj is not None else []
-        formset.form.base_fields["key_name"].choices = [(name, name) for name in names] + [
-            (name, f"{name} (no longer in the template)") for name in gone
-        ]
-        return type(formset.__name__, (formset,), {"request": request, "capability": capability})
+        # A field of this page's own: the form class's is one object every page shares, so setting its choices
+        # let two editors at once check (and offer) each other's template's keys.
+        key_name = forms.ChoiceField(
+            label="key",
+            choices=[(name, name) for name in names] + [(name, f"{name} (no longer in the template)") for name in gone],
+        )
+        form = type(formset.form.__name__, (formset.form,), {"key_name": key_name})
+        return type(formset.__name__, (formset,), {"request": request, "capability": capability, "form": form})
 
 
 @admin.register(SchemaTemplate)
@@ -574,6 +578,10 @@ class SchemaTemplateAdmin(OddLookupsRefused, admin.ModelAdmin):
     @admin.display(description="published template (default language)")
     def template(self, obj: SchemaTemplate) -> str:
         return format_html("<pre>{}</pre>", json.dumps(schema_templates.render(obj), indent=2, ensure_ascii=False))
+
+
+#: Proposed keys that are or were published: they are retired, never deleted (the pool would propose them again).
+NEVER_DELETED = (*ProposedField.PUBLISHED, ProposedField.Status.RETIRED)
 
 
 class ProposedFieldForm(forms.ModelForm):
@@ -629,6 +637,8 @@ class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         allowed = super().has_delete_permission(request, obj)
+        if allowed and obj is not None and obj.status in NEVER_DELETED:
+            return False  # agents were told of it: deleting it would drop its counts, its decision and its fragments
         if allowed and obj is not None and guarded(obj):
             return may_change_security_keys(request)
         return allowed
