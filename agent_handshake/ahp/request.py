@@ -9,7 +9,7 @@ routes the query among the capabilities (:mod:`agent_handshake.concierge.routing
 
 Whatever a body holds, it is refused here with a §10 error rather than failing later, by the checks every front
 door shares (:mod:`agent_handshake.concierge.validation`: depth, unstorable strings, a ``query`` with nothing to
-search for, filter dates that do not exist or that PostgreSQL cannot store).
+search for, filter dates that do not exist or that PostgreSQL cannot store, or that no date is between).
 """
 
 from __future__ import annotations
@@ -22,7 +22,14 @@ from typing import Any
 
 from ..concierge.errors import InvalidInput
 from ..concierge.invocation import SchemaValidator
-from ..concierge.validation import MAX_PROBLEMS, check_query, load_object, moment, schema_error_fields
+from ..concierge.validation import (
+    MAX_PROBLEMS,
+    check_query,
+    date_range,
+    load_object,
+    moment,
+    schema_error_fields,
+)
 
 TYPE = {"type": "string", "pattern": r"^(text|application|media|file|x-[a-z][a-z0-9-]*)/[a-z][a-z0-9_-]*$"}
 DATE = {"type": "string", "maxLength": 40}
@@ -126,6 +133,9 @@ def parse_data(data: dict[str, Any]) -> ConverseRequest:
     check_query(data["query"])
     context = data.get("context") or {}
     filters = context.get("filters") or {}
+    after = moment(filters.get("published_after"), "context.filters.published_after")
+    before = moment(filters.get("published_before"), "context.filters.published_before")
+    date_range(after, before, ["context.filters.published_after", "context.filters.published_before"])
     return ConverseRequest(
         capability=data.get("capability") or None,
         query=data["query"],
@@ -136,8 +146,8 @@ def parse_data(data: dict[str, Any]) -> ConverseRequest:
         accept_types=context.get("accept_types") or None,
         content_types=filters.get("content_types", []),
         sections=filters.get("sections", []),
-        published_after=moment(filters.get("published_after"), "context.filters.published_after"),
-        published_before=moment(filters.get("published_before"), "context.filters.published_before"),
+        published_after=after,
+        published_before=before,
         input=context.get("input"),
         callback_url=context.get("callback_url", ""),
         intent_vector=context.get("intent_vector"),

@@ -296,3 +296,14 @@ def moment(value: str | None, field_name: str) -> datetime.datetime | None:
         return parsed.astimezone(datetime.timezone.utc)
     except OverflowError:  # before year 1 or after 9999 once in UTC
         raise refused from None
+
+
+def date_range(after: datetime.datetime | None, before: datetime.datetime | None, fields: list[str]) -> None:
+    """Refuse bounds no moment meets (``after`` later than ``before``, both inclusive), naming ``fields``: an agent
+    that swapped them would otherwise get an empty answer, as if the site had nothing from then."""
+    if after is not None and before is not None and after > before:
+        raise InvalidInput(
+            f"{' and '.join(fields)} leave no date to search: the range starts at {after.isoformat()} and ends "
+            f"before it, at {before.isoformat()} (UTC).",
+            fields=fields,
+        )

@@ -30,7 +30,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ..concierge.errors import InvalidInput
-from ..concierge.validation import check_query, moment
+from ..concierge.validation import check_query, date_range, moment
 
 VERSION = "0.54"
 MAX_TEXT = 4096
@@ -212,18 +212,7 @@ def parse_ask(data: dict[str, Any]) -> Ask:
     ask.item_type = schema_org_name(_string(query, "itemType", "query.itemType", limit=100))
     if query.get("price") is not None:
         ask.price = parse_price(query["price"])
-    day = moment(query.get("datePublished"), "query.datePublished") if "datePublished" in query else None
-    if day is not None:
-        ask.published_after = day
-        # Up to the last microsecond of the day: the retrieval's upper bound is inclusive, and the next midnight
-        # is the next day (content with a date and no time, a ``DateField``, is published at midnight). The last
-        # day there is (9999-12-31) has no day after it: no upper bound then.
-        end = day + datetime.timedelta(days=1, microseconds=-1) if day.date() < datetime.date.max else None
-        ask.published_before = end
-    if "datePublishedAfter" in query:
-        ask.published_after = moment(query["datePublishedAfter"], "query.datePublishedAfter")
-    if "datePublishedBefore" in query:
-        ask.published_before = moment(query["datePublishedBefore"], "query.datePublishedBefore")
+    _read_dates(query, ask)
     ask.capability = _string(query, "capability", "query.capability", limit=64)
     if query.get("input") is not None:
         if not isinstance(query["input"], dict):
@@ -238,6 +227,32 @@ def parse_ask(data: dict[str, Any]) -> Ask:
     _read_prefer(data, ask)
     ask.version, ask.conversation_id = _meta(data)
     return ask
+
+
+def _read_dates(query: dict[str, Any], ask: Ask) -> None:
+    """``datePublished`` (the day), ``datePublishedAfter`` and ``datePublishedBefore``: each is a constraint the
+    results meet, together the moments all of them allow (a bound narrows the day, never widens it); null is
+    absent. Bounds that leave no moment are refused, naming the fields given."""
+    after = before = None
+    given = []
+    day = moment(query.get("datePublished"), "query.datePublished")
+    if day is not None:
+        given.append("query.datePublished")
+        after = day
+        # Up to the last microsecond of the day: the retrieval's upper bound is inclusive, and the next midnight
+        # is the next day (content with a date and no time, a ``DateField``, is published at midnight). The last
+        # day there is (9999-12-31) has no day after it: no upper bound then.
+        before = day + datetime.timedelta(days=1, microseconds=-1) if day.date() < datetime.date.max else None
+    start = moment(query.get("datePublishedAfter"), "query.datePublishedAfter")
+    if start is not None:
+        given.append("query.datePublishedAfter")
+        after = start if after is None else max(after, start)
+    end = moment(query.get("datePublishedBefore"), "query.datePublishedBefore")
+    if end is not None:
+        given.append("query.datePublishedBefore")
+        before = end if before is None else min(before, end)
+    date_range(after, before, given)
+    ask.published_after, ask.published_before = after, before
 
 
 def _read_prefer(data: dict[str, Any], preferences: Preferences) -> None:

@@ -1,0 +1,77 @@
+"""The retrieval filters and request parsing of the AHP and NLWeb doors: defects found in an adversarial review,
+each with the test that showed it (Django's test client through the whole middleware stack, the real embedding
+model and PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.nlweb_schema import assert_valid
+from tests.test_nlweb import ask
+from tests.test_robustness import assert_ahp_error, place
+from tests.test_robustness import post as converse
+
+pytestmark = pytest.mark.django_db
+
+AFTER, BEFORE = "context.filters.published_after", "context.filters.published_before"
+
+
+def days(answer: dict) -> set[str]:
+    return {result.get("datePublished") for result in answer["results"]}
+
+
+@pytest.mark.parametrize(
+    "bound",
+    [{"datePublishedAfter": "2024-01-01"}, {"datePublishedBefore": "2024-12-31"}, {"datePublishedAfter": None}],
+)
+def test_a_day_and_a_bound_together_are_both_honoured(client, demo_content, bound):
+    """``datePublished`` and ``datePublishedAfter``/``Before`` are constraints, all of which the results meet. The
+    bound replaced the day's own bound instead (and a null one removed it): the day 2024-07-11 with "after
+    2024-01-01" answered with the posts of January to July."""
+    response, alone = ask(client, "tea", query={"datePublished": "2024-07-11"})
+    assert response.status_code == 200, alone
+    assert days(alone) == {"2024-07-11"}
+    response, both = ask(client, "tea", query={"datePublished": "2024-07-11", **bound})
+    assert response.status_code == 200, both
+    assert_valid(both)
+    assert days(both) == {"2024-07-11"}, both["results"]
+
+
+@pytest.mark.parametrize(
+    ("query", "fields"),
+    [
+        (
+            {"datePublishedAfter": "2025-01-01", "datePublishedBefore": "2020-01-01"},
+            ["query.datePublishedAfter", "query.datePublishedBefore"],
+        ),
+        (
+            {"datePublished": "2024-07-11", "datePublishedBefore": "2024-07-10T23:00:00Z"},
+            ["query.datePublished", "query.datePublishedBefore"],
+        ),
+        (
+            {"datePublished": "2024-07-11", "datePublishedAfter": "2024-07-12"},
+            ["query.datePublished", "query.datePublishedAfter"],
+        ),
+    ],
+)
+def test_dates_no_moment_can_meet_are_a_400_naming_them(client, demo_content, query, fields):
+    """A range that ends before it starts (bounds swapped, or a day and a bound outside it) was answered with no
+    results, as if the site had nothing from then."""
+    response, failure = ask(client, "tea", query=query)
+    assert response.status_code == 400, failure
+    assert_valid(failure)
+    assert failure["error"]["code"] == "INVALID_PARAMETER"
+    assert failure["error"]["details"]["fields"] == fields
+    assert all(field in failure["error"]["message"] for field in fields)
+
+
+def test_swapped_ahp_date_filters_are_a_400_naming_both(client, demo_content):
+    body = place(AFTER, "2025-01-01")
+    body["context"]["filters"]["published_before"] = "2020-01-01T00:00:00+01:00"
+    error = assert_ahp_error(converse(client, body), 400, "invalid_request")
+    assert error["fields"] == [AFTER, BEFORE]
+    assert AFTER in error["message"]
+    assert BEFORE in error["message"]
+    # One moment is a range: both bounds are inclusive.
+    body["context"]["filters"]["published_before"] = "2025-01-01T01:00:00+01:00"
+    assert converse(client, body).status_code == 200
