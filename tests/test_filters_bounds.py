@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.nlweb_schema import assert_valid
-from tests.test_nlweb import ask
+from tests.test_nlweb import ask, post
 from tests.test_robustness import assert_ahp_error, place
 from tests.test_robustness import post as converse
 
@@ -75,3 +75,30 @@ def test_swapped_ahp_date_filters_are_a_400_naming_both(client, demo_content):
     # One moment is a range: both bounds are inclusive.
     body["context"]["filters"]["published_before"] = "2025-01-01T01:00:00+01:00"
     assert converse(client, body).status_code == 200
+
+
+DUPLICATED = [
+    ("/ask", b'{"query": {"text": "green tea", "itemType": "Product", "itemType": "VideoObject"}}', "itemType"),
+    ("/ask", b'{"query": {"text": "green tea"}, "query": {"text": "oolong"}}', "query"),
+    ("/agent/converse", b'{"ahp": "0.1", "capability": "content_search", "query": "tea", "query": "x"}', "query"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "name"), DUPLICATED)
+def test_a_name_given_twice_in_one_object_is_refused(client, demo_content, path, body, name):
+    """RFC 8259 §4: with duplicate names "the behavior of software that receives such an object is unpredictable";
+    I-JSON (RFC 7493) forbids them. The last one silently won, so an agent (or anything between it and the site,
+    reading the first) and the site could understand one request differently. It is refused, naming the name."""
+    response = client.post(path, data=body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    reply = response.json()
+    message = reply["error"]["message"] if path == "/ask" else reply["message"]
+    assert f"the name {name!r} is given twice" in message, message
+    if path == "/ask":
+        assert_valid(reply)
+        assert reply["error"]["code"] == "INVALID_PARAMETER"
+    else:
+        assert reply["code"] == "invalid_request"
+    # The same names in different objects are not duplicates.
+    response, answer = post(client, "/ask", {"query": {"text": "green tea"}, "context": {"text": "green tea"}})
+    assert response.status_code == 200, answer

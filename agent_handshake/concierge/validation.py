@@ -219,10 +219,21 @@ def _finite(text: str) -> float:
     return number
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        name = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"the name {shown(name)} is given twice in one object; each name may appear once")
+    return data
+
+
 def decode(body: bytes | str) -> Any:
     """``body`` as JSON, and only JSON: ``NaN``, ``Infinity`` and numbers out of a float's range raise
-    ``ValueError`` as any other syntax error does."""
-    return json.loads(body, parse_constant=_no_constant, parse_float=_finite)
+    ``ValueError`` as any other syntax error does; so does an object that gives a name twice (RFC 8259 §4: which
+    one counts "is unpredictable"; I-JSON forbids it), so that the site and anything between it and the agent
+    cannot read one body two ways."""
+    return json.loads(body, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique)
 
 
 def load_object(body: bytes) -> dict[str, Any]:
