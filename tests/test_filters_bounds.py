@@ -102,3 +102,27 @@ def test_a_name_given_twice_in_one_object_is_refused(client, demo_content, path,
     # The same names in different objects are not duplicates.
     response, answer = post(client, "/ask", {"query": {"text": "green tea"}, "context": {"text": "green tea"}})
     assert response.status_code == 200, answer
+
+
+@pytest.mark.parametrize("path", ["/ask", "/agent/converse"])
+def test_an_integer_too_long_to_read_is_refused_in_the_protocols_words(client, demo_content, path):
+    """An integer of more than 4300 digits is past what Python converts; the refusal quoted the interpreter ("use
+    sys.set_int_max_str_digits() to increase the limit"), advice for the site's code, not for an agent. It says
+    how long the number is and what the site reads."""
+    number = b"9" * 5000
+    body = (
+        b'{"query": {"text": "tea", "price": ' + number + b"}}"
+        if path == "/ask"
+        else b'{"capability": "content_search", "query": "tea", "context": {"max_tokens": ' + number + b"}}"
+    )
+    response = client.post(path, data=body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    reply = response.json()
+    message = reply["error"]["message"] if path == "/ask" else reply["message"]
+    assert "set_int_max_str_digits" not in message, message
+    assert "5000 digits is longer than the 4300" in message, message
+    # A long number within the limit is read as usual (a price bound above every product's).
+    if path == "/ask":
+        response, answer = ask(client, "green tea", query={"itemType": "Product", "price": int("9" * 4300)})
+        assert response.status_code == 200, answer
+        assert answer["results"]

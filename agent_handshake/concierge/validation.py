@@ -41,6 +41,9 @@ NAME_LENGTH = 64
 VALUE_LENGTH = 40
 #: The most values of a schema's ``enum`` an error lists; the rest are counted.
 CHOICES_SHOWN = 10
+#: The most digits an integer in a body may have: Python's default limit on converting one
+#: (``sys.int_info.default_max_str_digits``), stated here so that the refusal is the site's, in its words.
+MAX_DIGITS = 4300
 #: The most fields one refusal of a schema names: each item of a long array can fail, and the refusal should not
 #: grow with the array.
 MAX_PROBLEMS = 10
@@ -219,6 +222,14 @@ def _finite(text: str) -> float:
     return number
 
 
+def _integer(text: str) -> int:
+    # Python's own refusal of a longer one advises the site's code (sys.set_int_max_str_digits), not the client.
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_DIGITS:
+        raise ValueError(f"an integer of {digits} digits is longer than the {MAX_DIGITS} digits a number may have")
+    return int(text)
+
+
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data = dict(pairs)
     if len(data) < len(pairs):
@@ -230,10 +241,12 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def decode(body: bytes | str) -> Any:
     """``body`` as JSON, and only JSON: ``NaN``, ``Infinity`` and numbers out of a float's range raise
-    ``ValueError`` as any other syntax error does; so does an object that gives a name twice (RFC 8259 §4: which
-    one counts "is unpredictable"; I-JSON forbids it), so that the site and anything between it and the agent
-    cannot read one body two ways."""
-    return json.loads(body, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique)
+    ``ValueError`` as any other syntax error does; so do an integer of more than :data:`MAX_DIGITS` digits and an
+    object that gives a name twice (RFC 8259 §4: which one counts "is unpredictable"; I-JSON forbids it), so that
+    the site and anything between it and the agent cannot read one body two ways."""
+    return json.loads(
+        body, parse_constant=_no_constant, parse_float=_finite, parse_int=_integer, object_pairs_hook=_unique
+    )
 
 
 def load_object(body: bytes) -> dict[str, Any]:
