@@ -273,7 +273,7 @@ class FrontDoorView(APIView, abc.ABC):
         response = self.render_error(error)
         if error.status == 401:
             response.headers["WWW-Authenticate"] = REALM
-        if error.status == 429 and isinstance(error.details.get("retry_after"), int):
+        if error.status in (429, 503) and isinstance(error.details.get("retry_after"), int):
             response.headers["Retry-After"] = str(error.details["retry_after"])
         if isinstance(exc, exceptions.MethodNotAllowed):
             response.headers["Allow"] = ", ".join(self.allowed_methods)

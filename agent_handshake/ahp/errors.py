@@ -30,6 +30,6 @@ def render_error(exc: errors.ConciergeError) -> JsonResponse:
     """A domain error as AHP §10 JSON (with ``Retry-After`` when the wait is known)."""
     response = error_response(exc.status, exc.code, exc.message, **exc.details)
     retry_after = exc.details.get("retry_after")
-    if exc.status == 429 and isinstance(retry_after, int):
+    if exc.status in (429, 503) and isinstance(retry_after, int):
         response.headers["Retry-After"] = str(retry_after)
     return response

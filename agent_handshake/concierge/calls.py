@@ -108,6 +108,10 @@ class CallbackCheck:
     refusal: Refused | None
 
 
+#: Seconds an agent is asked to wait before sending a call again whose callback host could not be looked up.
+LOOKUP_RETRY_AFTER = 30
+
+
 def check_callback(url: str, field: str = "callback_url") -> CallbackCheck:
     """Check a callback URL named by the request's ``field``, resolving its host.
 
@@ -121,7 +125,13 @@ def check_callback(url: str, field: str = "callback_url") -> CallbackCheck:
         try:
             callbacks.check_callback_url(url)
         except callbacks.UnsafeCallbackURL as exc:
-            refusal = Refused(errors.InvalidInput(f"{field} is refused: {exc}", fields=[field]))
+            if exc.temporary:  # the site's resolver failed or was slow: no fault of the URL's, worth a retry
+                error: errors.ConciergeError = errors.Unavailable(
+                    f"{field} could not be checked right now: {exc}", fields=[field], retry_after=LOOKUP_RETRY_AFTER
+                )
+            else:
+                error = errors.InvalidInput(f"{field} is refused: {exc}", fields=[field])
+            refusal = Refused(error)
     return CallbackCheck(url, field, refusal)
 
 
@@ -340,6 +350,10 @@ class Call:
 
     def accept(self, data: dict[str, Any], session: ConverseSession | None = None) -> Accepted | Refused:
         refusal = self.check_callback()
+        if refusal is not None and refusal.error.status == 503:
+            # The site's lookup failed, not the request: raised, so nothing is kept (no idempotent answer replays
+            # it) and the same request may be sent again after its Retry-After.
+            raise refusal.error
         if refusal is not None:
             return refusal
         job = jobs.accept(
