@@ -141,7 +141,8 @@ def test_every_field_is_named_once_and_the_refusal_stays_small(client, parcels):
 @pytest.mark.parametrize("case", ["too long", "an object for a string"])
 def test_intentweb_asks_again_without_the_value(client, demo_content, parcels, registries, case):
     """IntentWeb asks again for a required field whose value its schema refuses (a 200 information_request that
-    names it); the question quotes no more than a cell of the value."""
+    names it), and refuses a value of a JSON type the field does not take (a 400 naming it, nothing changed); either
+    way the reply quotes no more than a cell of the value."""
     for capability in list(registries[1]):
         if capability.action_type and capability.name != NAME:
             del registries[1]._capabilities[capability.name]
@@ -151,10 +152,13 @@ def test_intentweb_asks_again_without_the_value(client, demo_content, parcels, r
     assert status == 200, reply
     assert reply["flow_type"] == "information_request", reply
     status, reply = agent.send("information_response", "here", collected_information={"code": "P-1", **sent})
-    assert status == 200, reply
-    assert reply["flow_type"] == "information_request", reply
     assert len(json.dumps(reply)) < SMALL, reply
     field = next(iter(sent))
     assert field in reply["message"]
-    assert field not in reply["collected_information"]
+    if case == "an object for a string":
+        assert (status, reply["flow_type"]) == (400, "error"), reply
+        assert reply["fields"] == [f"collected_information.{field}"]
+    else:
+        assert (status, reply["flow_type"]) == (200, "information_request"), reply
+        assert field not in reply["collected_information"]
     assert parcels == []
