@@ -135,6 +135,14 @@ def booked() -> Appointment:
 # --- one field asked for --------------------------------------------------------------------------------------------
 
 
+def asked_for_name_and_email(client, door: str) -> Door:
+    """An agent on ``door`` whose booking request left out the name and the email, and was asked for both."""
+    agent = Door(client, door)
+    agent.says(request_without("name", "email"), first=True)
+    assert (agent.done, agent.asked) == (False, ["name", "email"]), agent.question
+    return agent
+
+
 @pytest.mark.parametrize("door", DOORS)
 @pytest.mark.parametrize("answer", ["name: Ada Lovelace", "Name = Ada Lovelace.", "Ada Lovelace"])
 def test_an_answer_to_the_question_for_a_text_field_fills_it(client, demo_content, door, answer):
@@ -165,9 +173,7 @@ CALLS = ["ahp", "mcp", "nlweb"]  # the doors whose question is the concierge's (
 )
 def test_a_labelled_answer_to_two_fields_fills_each(client, demo_content, door, answer):
     # A comma before the next label ended nothing: the name became "Ada Lovelace, Email: ada@example.com".
-    agent = Door(client, door)
-    agent.says(request_without("name", "email"), first=True)
-    assert (agent.done, agent.asked) == (False, ["name", "email"]), agent.question
+    agent = asked_for_name_and_email(client, door)
     agent.says(answer)
     assert agent.done, agent.question
     assert (booked().name, booked().email) == ("Ada Lovelace", "ada@example.com")
@@ -175,9 +181,7 @@ def test_a_labelled_answer_to_two_fields_fills_each(client, demo_content, door, 
 
 @pytest.mark.parametrize("door", DOORS)
 def test_a_plain_answer_to_two_fields_keeps_what_it_plainly_gives_and_asks_for_the_rest(client, demo_content, door):
-    agent = Door(client, door)
-    agent.says(request_without("name", "email"), first=True)
-    assert (agent.done, agent.asked) == (False, ["name", "email"]), agent.question
+    agent = asked_for_name_and_email(client, door)
     # Which field the words are is not guessed: both are asked for again, nothing is booked.
     agent.says("Ada Lovelace")
     assert (agent.done, agent.asked) == (False, ["name", "email"]), agent.question
@@ -193,8 +197,7 @@ def test_a_plain_answer_to_two_fields_keeps_what_it_plainly_gives_and_asks_for_t
 
 @pytest.mark.parametrize("door", CALLS)
 def test_the_question_asked_again_says_what_was_taken_and_how_to_label(client, demo_content, door):
-    agent = Door(client, door)
-    agent.says(request_without("name", "email"), first=True)
+    agent = asked_for_name_and_email(client, door)
     assert 'Give each value after its name, one per line or separated by ";" ("name: ...; email: ...")' in (
         agent.question
     )

@@ -93,16 +93,20 @@ def test_a_security_relevant_key_named_in_camel_case_or_as_one_word_needs_the_pe
     assert template(client, "find_member")["schema_id"] == "find_member_v2"
 
 
+def edit_texts(client, scenario: str, rows: list[tuple[str, str, str]], capture):
+    """An editor who may change key texts (not security-relevant ones) saves ``rows`` on ``scenario``'s page."""
+    template(client, scenario)
+    row = SchemaTemplate.objects.get(scenario=scenario)
+    client.force_login(editor(*TEXT_EDITOR))
+    with capture(execute=True):
+        return client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/", inline_form(scenario, rows))
+
+
 @pytest.mark.parametrize("key_name", PLAIN)
 def test_a_key_that_only_looks_like_a_security_word_needs_no_permission(
     client, member_lookup, key_name, django_capture_on_commit_callbacks
 ):
-    template(client, "find_member")
-    row = SchemaTemplate.objects.get(scenario="find_member")
-    client.force_login(editor(*TEXT_EDITOR))
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/",
-                               inline_form("find_member", [(key_name, "", "Better words.")]))  # fmt: skip
+    response = edit_texts(client, "find_member", [(key_name, "", "Better words.")], django_capture_on_commit_callbacks)
     assert response.status_code == 302
     assert template(client, "find_member")["schema_id"] == "find_member_v2"
 
@@ -130,12 +134,7 @@ def test_a_translation_under_no_language_tag_is_refused_not_stored_and_never_ser
 ):
     """The language was stored as typed (lower case): "french" or "fr, de" is no tag a client sends as
     preferred_language, so the editor's translation was kept, published, and never served to anyone."""
-    template(client, "plan_picnic")
-    row = SchemaTemplate.objects.get(scenario="plan_picnic")
-    client.force_login(editor(*TEXT_EDITOR))
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/",
-                               inline_form("plan_picnic", [("place", written, "Le lieu.")]))  # fmt: skip
+    response = edit_texts(client, "plan_picnic", [("place", written, "Le lieu.")], django_capture_on_commit_callbacks)
     assert response.status_code == 200
     assert "Enter a language tag" in response.content.decode()
     assert not SchemaKeyText.objects.exists()
@@ -147,12 +146,7 @@ def test_a_translation_under_no_language_tag_is_refused_not_stored_and_never_ser
 def test_a_translation_under_a_language_tag_is_kept_and_served(
     client, written, asked, django_capture_on_commit_callbacks
 ):
-    template(client, "plan_picnic")
-    row = SchemaTemplate.objects.get(scenario="plan_picnic")
-    client.force_login(editor(*TEXT_EDITOR))
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/",
-                               inline_form("plan_picnic", [("place", written, "Le lieu.")]))  # fmt: skip
+    response = edit_texts(client, "plan_picnic", [("place", written, "Le lieu.")], django_capture_on_commit_callbacks)
     assert response.status_code == 302
     body = template(client, "plan_picnic", preferred_language=asked)
     assert (body["schema_id"], body["keys"][0]["semantic_description"]) == ("plan_picnic_v2", "Le lieu.")
