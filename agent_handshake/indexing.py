@@ -25,12 +25,16 @@ logger = logging.getLogger(__name__)
 
 
 def _as_datetime(value: Any) -> datetime.datetime | None:
+    """The moment stored for a ``published_at``: a datetime as it is (a naive one in the site's time zone); a
+    calendar date as its midnight in UTC, whatever ``TIME_ZONE``. A date has no time zone, and every door shows
+    and filters UTC days (a filter's day alone is its midnight UTC): the day an editor typed is the day agents see
+    and find. (Midnight in ``TIME_ZONE`` showed a Berlin site's 2024-03-10 as 2024-03-09.)"""
     if value is None:
         return None
     if isinstance(value, datetime.datetime):
         return value if timezone.is_aware(value) else timezone.make_aware(value)
     if isinstance(value, datetime.date):
-        return timezone.make_aware(datetime.datetime.combine(value, datetime.time.min))
+        return datetime.datetime.combine(value, datetime.time.min, tzinfo=datetime.timezone.utc)
     raise TypeError(f"published_at must be a date or datetime, not {type(value).__name__}")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from ..concierge.backends import CONTROL, strip_markup
 from ..models import Document
@@ -68,7 +69,14 @@ def _price(value: Any) -> str | None:
 
 
 def _date(moment: datetime.datetime | None) -> str | None:
-    return moment.date().isoformat() if moment else None
+    """The UTC day of ``moment``, the day the date filters match it on (a calendar date is stored as its midnight
+    UTC). Without ``USE_TZ`` the database gives naive datetimes in the site's time zone: 00:00 UTC read in Los
+    Angeles is the evening before."""
+    if moment is None:
+        return None
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return moment.astimezone(datetime.timezone.utc).date().isoformat()
 
 
 def schema_type(document: Document) -> str:
