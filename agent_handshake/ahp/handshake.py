@@ -13,8 +13,9 @@ signature of the agent's challenge), ``expires_in`` and ``timestamp``. ``POST /a
     {"handshake_id": "...", "did": "...", "challenge_response": "<base64url signature of the site's challenge>"}
 
 answers ``{"token_type": "Bearer", "access_token": "asp_...", "expires_in", "did", "trust", "tier", "scopes"}``.
-Both take no credentials; refusals are §10 errors (401 with a ``code`` from the handshake, 403 ``blocked``, 400
-for a malformed body) and are counted per client network like any anonymous request.
+Both take no credentials; refusals are §10 errors (401 with a ``code`` from the handshake; 403 ``blocked``, or
+``key_revoked``, ``key_expired``, ``client_inactive`` for a DID whose own API key or agent client an operator took
+out of use; 400 for a malformed body) and are counted per client network like any anonymous request.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpResponse, HttpResponseBase, JsonResponse
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 from google.protobuf.message import Message
@@ -312,7 +311,8 @@ class AgentSemanticProtocolView(FrontDoorView):
     # --- 0x02 IntentMessage ---------------------------------------------------------------------------------
 
     def signer(self, intent: asp_pb2.IntentMessage) -> Credentials:
-        """The credentials of the verified agent that signed ``intent``, or the refusal (401, 403 ``blocked``).
+        """The credentials of the verified agent that signed ``intent``, or the refusal (401; 403 ``blocked``,
+        ``key_revoked``, ``key_expired``, ``client_inactive``).
 
         The signature is not spent here (:func:`answered_once` spends it for the work): an intent refused on the way
         may be sent again. A replay of one already answered is refused here, counted against the sender's network,
@@ -339,11 +339,9 @@ class AgentSemanticProtocolView(FrontDoorView):
                 fields=["signature"],
             )
         fresh(intent.timestamp, "timestamp")
-        if agent.blocked:
-            raise errors.Forbidden("This DID is blocked by the site's operators.", code="blocked")
-        refusal = agent.key.refusal(timezone.now())
-        if refusal:
-            raise errors.AuthRequired(f"The agent's key is {refusal}.")
+        withdrawn = handshake.refusal_of(agent)  # blocked, or its own key or client withdrawn by an operator
+        if withdrawn is not None:
+            raise errors.Forbidden(withdrawn.message, code=withdrawn.code)
         if SeenSignature.objects.filter(pk=replay_key(intent)).exists():
             raise replayed()
         key = agent.key

@@ -15,7 +15,8 @@ The first three use the same :class:`~agent_handshake.models.ApiKey`:
 
 A verified agent's session credential (``asp_...``, from :mod:`.handshake`) travels as ``Authorization: Bearer``
 (or wherever a bearer secret may), and stands for the agent's own key, with the scopes and rate-limit tier of its
-trust (:mod:`.trust`); a blocked DID gets 403.
+trust (:mod:`.trust`); a blocked DID, or one whose own API key an operator revoked (or let expire) or whose agent client
+is inactive, gets 403 with its code (:func:`.handshake.refusal_of`).
 
 A request that presents no credentials is anonymous (``None``); one that presents wrong, revoked or expired
 credentials gets 401, whatever the capability.
@@ -115,8 +116,9 @@ def _by_session(token: str) -> Credentials:
     agent = handshake.session_agent(token) if printable_ascii(token) else None
     if agent is None:
         raise AuthError("The session credential is not valid or has expired: complete a new handshake.")
-    if agent.blocked:
-        raise AuthError("This DID is blocked by the site's operators.", status=403, code="blocked")
+    refusal = handshake.refusal_of(agent)  # blocked, or its own key or client withdrawn: 403 with its code
+    if refusal is not None:
+        raise AuthError(refusal.message, status=refusal.status, code=refusal.code)
     key = agent.key
     key.scopes = trust.scopes_of(agent)  # for this request only: the tier follows the trust
     return Credentials(_usable(key), "did_session", agent, trust.tier_of(agent.trust).rate_limits)

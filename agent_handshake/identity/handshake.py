@@ -15,7 +15,7 @@ JSON over HTTP, ``asp/`` to the protobuf framing.
 
 Every refusal is a :class:`HandshakeRefused` with a stable ``code``: ``did_mismatch``, ``invalid_key``,
 ``invalid_challenge``, ``replayed_challenge``, ``stale_timestamp``, ``unknown_handshake``, ``expired_challenge``,
-``signature_invalid`` (401) and ``blocked`` (403).
+``signature_invalid`` (401) and ``blocked``, ``key_revoked``, ``key_expired``, ``client_inactive`` (403).
 """
 
 from __future__ import annotations
@@ -98,9 +98,36 @@ def check_binding(did: str, public_key: bytes) -> None:
         )
 
 
-def check_not_blocked(did: str) -> None:
-    if VerifiedAgent.objects.filter(did=did, blocked=True).exists():
-        raise HandshakeRefused("blocked", "This DID is blocked by the site's operators.", status=403)
+#: An operator's refusal of a verified agent through its own API key or agent client (the admin's "revoke" action, an
+#: expiry date, "active" unticked): ``ApiKey.refusal``'s reason -> the code (its queued jobs end with the same ones,
+#: ``concierge/jobs.py``) and why. A 403, as for a blocked DID: a new handshake cannot undo an operator's decision.
+WITHDRAWN = {
+    "revoked": ("key_revoked", "its API key was revoked"),
+    "expired": ("key_expired", "its API key has expired"),
+    "client inactive": ("client_inactive", "its agent client is inactive"),
+}
+
+
+def refusal_of(agent: VerifiedAgent) -> HandshakeRefused | None:
+    """Why the site's operators refuse ``agent`` now (403 ``blocked``, ``key_revoked``, ``key_expired`` or
+    ``client_inactive``), or None. Every door asks this of a session credential (:mod:`.auth`) and of a signed intent
+    (``asp/``), and the handshake of a known DID, so that no session is issued that every door would refuse."""
+    if agent.blocked:
+        return HandshakeRefused("blocked", "This DID is blocked by the site's operators.", status=403)
+    reason = agent.key.refusal(timezone.now())
+    if reason is None:
+        return None
+    code, why = WITHDRAWN.get(reason, ("key_revoked", f"its API key is {reason}"))
+    return HandshakeRefused(
+        code, f"This DID is refused by the site's operators: {why}. Ask them to restore it.", status=403
+    )
+
+
+def check_admitted(did: str) -> None:
+    """Raise :func:`refusal_of` a DID the site knows (a DID's first handshake has no agent, key nor client yet)."""
+    agent = VerifiedAgent.objects.select_related("key__client").filter(did=did).first()
+    if agent is not None and (refusal := refusal_of(agent)) is not None:
+        raise refusal
 
 
 def begin(hello: Hello) -> Answer:
@@ -114,7 +141,7 @@ def begin(hello: Hello) -> Answer:
         raise HandshakeRefused(
             "stale_timestamp", f"timestamp is more than {skew} seconds from the server's clock.", field="timestamp"
         )
-    check_not_blocked(hello.did)
+    check_admitted(hello.did)
     ours = site_did()
     challenge = secrets.token_bytes(dids.CHALLENGE_BYTES)
     lifetime = app_settings.DID_HANDSHAKE_SECONDS
@@ -194,7 +221,7 @@ def _complete(candidates: Any, did: str, challenge_response: bytes) -> Session:
                 field="challenge_response",
             )
         pending.delete()  # spent: the same answer cannot be used twice
-        check_not_blocked(did)
+        check_admitted(did)
         agent = verified_agent(pending)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         lifetime = app_settings.DID_SESSION_SECONDS
