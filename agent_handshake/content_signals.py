@@ -18,6 +18,13 @@ def header_value(signals: dict[str, bool]) -> str:
     return ", ".join(f"{term}={'yes' if signals[key] else 'no'}" for key, term in _TERMS if key in signals)
 
 
+def stricter(signals: dict[str, bool], than: dict[str, bool]) -> bool:
+    """Whether ``signals`` say "no" to a term of the header that ``than`` says "yes" to: a header built from
+    ``than`` would not be true of content with ``signals`` (a model with ai-input off in a file sent with the site's
+    ``ai-input=yes``)."""
+    return any(than.get(key, False) and not signals.get(key, False) for key, _ in _TERMS)
+
+
 def robots_txt(
     signals: dict[str, bool],
     *,

@@ -15,9 +15,10 @@ from django.contrib.contenttypes.models import ContentType
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 
+from . import content_signals
 from .conf import app_settings
 from .models import Document
-from .registry import capability_registry, content_registry
+from .registry import ContentConfig, capability_registry, content_registry
 from .state import Snapshot
 
 
@@ -79,6 +80,19 @@ def absolute_url(base_url: str, url: str) -> str:
     return url if "://" in url else base_url + url
 
 
+def offered(snapshot: Snapshot) -> list[ContentConfig]:
+    """The registered models whose documents ``/llms.txt`` and ``/llms-full.txt`` hold, in the registry's order.
+
+    Each file is sent with one ``Content-Signal`` header, the site's: a model whose editor said "no" to a term the
+    site says "yes" to (ai-input off for staff notes) is left out, where that header would say "yes" of it. Its pages
+    and markdown versions are still served, with its own header."""
+    return [
+        config
+        for config in content_registry
+        if not content_signals.stricter(snapshot.signals_for(config.label), than=snapshot.site_signals)
+    ]
+
+
 def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
     manifest_url = base_url + reverse("agent_handshake:manifest")
     full_url = base_url + reverse("agent_handshake:llms_full_txt")
@@ -117,7 +131,7 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
         lines.append("")
     limit = app_settings.LLMS_TXT_MAX_ITEMS
     sections = []
-    for config in content_registry:
+    for config in offered(snapshot):
         content_type = ContentType.objects.get_for_model(config.model)
         documents = Document.objects.filter(content_type=content_type).order_by("-published_at", "title", "pk")
         total = documents.count()
@@ -175,7 +189,7 @@ def iter_llms_full_txt(snapshot: Snapshot, base_url: str) -> Iterator[str]:
     )
     chunk_size = app_settings.LLMS_FULL_CHUNK_SIZE
     fields = ("url", "title", "summary", "markdown", "published_at", "schema_type")
-    for config in content_registry:
+    for config in offered(snapshot):
         content_type = ContentType.objects.get_for_model(config.model)
         documents = Document.objects.filter(content_type=content_type).order_by("-published_at", "pk")
         section = config.get_section()

@@ -196,6 +196,9 @@ class AgentDocumentView(APIView, abc.ABC):
                 # for nothing: HEAD gets GET's headers and an empty stream (no Content-Length, as GET has none).
                 body = () if request.method == "HEAD" else self.render(snapshot, base)
                 response = StreamingHttpResponse(body, content_type=self.content_type)
+        # The site's signals, which these documents state or hold (see llms_txt.offered), also when the manifest
+        # answers an Accept header on an object's page, whose model may have signals of its own.
+        response.headers[content_signals.HEADER] = snapshot.signal_header()
         return _finish(response, etag, snapshot.last_modified_timestamp)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
