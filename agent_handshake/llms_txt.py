@@ -76,8 +76,12 @@ def _date(moment: datetime.datetime | None) -> str:
     return moment.date().isoformat() if moment else ""
 
 
+#: A URL that names its own scheme and host; any other (a path, "/go/https://tea.example/" included) is the site's.
+_ABSOLUTE_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
 def absolute_url(base_url: str, url: str) -> str:
-    return url if "://" in url else base_url + url
+    return url if _ABSOLUTE_URL.match(url) else base_url + url
 
 
 def offered(snapshot: Snapshot) -> list[ContentConfig]:
@@ -160,13 +164,14 @@ def render_document(document: Document, base_url: str, section: str = "") -> str
     parts = [f"# {_text(document.title)}", ""]
     if document.summary:
         parts += [f"> {_text(document.summary)}", ""]
-    meta = [f"URL: {absolute_url(base_url, document.url)}"]
+    # One line: the URL encoded as in llms.txt's links, the rest as text (a line break would start lines of its own).
+    meta = [f"URL: {absolute_url(base_url, document.url).translate(_URL_UNSAFE)}"]
     if section:
-        meta.append(f"Section: {section}")
+        meta.append(f"Section: {_text(section)}")
     if document.published_at:
         meta.append(f"Published: {_date(document.published_at)}")
     if document.schema_type:
-        meta.append(f"Type: {document.schema_type}")
+        meta.append(f"Type: {_text(document.schema_type)}")
     parts += [" · ".join(meta), ""]
     if document.markdown:
         parts += [document.markdown.strip(), ""]
