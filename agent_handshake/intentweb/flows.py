@@ -16,6 +16,9 @@
 - An ``async`` capability answers ``information_response`` with ``status: accepted`` and the job's id as
   ``external_id``; any later message on the interaction reports the job, ending with ``execution_result`` (or
   ``error``) once it is done; a ``callback_url`` gets that last envelope posted.
+- An interaction is continued only with the credentials that started it (anonymous: from its network) and by the
+  actor that sent its intent_request (the first ``actor_id`` of the chain; verified then, verified every time);
+  anyone else gets ``interaction_in_use`` (an unverified entry of that actor: ``signature_required``).
 - ``execution_result`` and ``error`` end the interaction: a later message gets ``interaction_closed``. A client's
   ``error`` closes it. A request refused before it is accepted (a malformed envelope, a replayed nonce,
   credentials, a ``callback_url`` the SSRF check refuses) changes nothing stored: it can be sent again, corrected.
@@ -157,6 +160,8 @@ class Turn:
     usages: list[ratelimit.Usage] = field(default_factory=list)
     #: How the turn read what the message said in words (the intent page's "tomorrow"), said with its question.
     readings: list[str] = field(default_factory=list)
+    #: The actor_ids whose chain entries were verified with their registered key (:func:`.views.admit`).
+    verified: list[str] = field(default_factory=list)
     #: How the capability is called: the intent page's call counts its limit per client address (:mod:`.page`).
     call_class: ClassVar[type[calls.Call]] = calls.Call
     #: The envelope's ``callback_url`` checked before the message's transaction (:meth:`check_callback`).
@@ -218,10 +223,14 @@ class Turn:
                 fields=["attribution.query_hash"],
             )
         key = self.owner.api_key
+        actor = self.actor()
         interaction = Interaction(
             interaction_id=envelope.interaction_id,
             api_key=key,
             client_ip=None if key else self.address,
+            actor_id=actor,
+            actor_verified=bool(actor) and actor in self.verified,
+            protocol_version=envelope.protocol_version,
             query_hash=expected,
             intent=envelope.message,
             endpoint=self.endpoint,
@@ -287,6 +296,7 @@ class Turn:
                 code="interaction_in_use",
                 status=409,
             )
+        self.check_actor(interaction)
         if interaction.terminal:
             retried = self.retried(interaction)
             if retried is not None:
@@ -371,6 +381,36 @@ class Turn:
         if idempotency_key and not printable_ascii(idempotency_key):
             raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
         return idempotency_key
+
+    def actor(self) -> str:
+        """The actor that sends this message: its chain's first actor_id (§5.2: the agent first, then any gateway
+        that carried the message), "" for an empty chain."""
+        chain = self.envelope.chain
+        return chain[0]["actor_id"] if chain else ""
+
+    def check_actor(self, interaction: Interaction) -> None:
+        """An interaction belongs to the actor that sent its intent_request, as it does to the credentials: another
+        actor with the same API key (a second agent behind one gateway's key) continues it no more than another
+        key does, and an actor verified then is verified in every message (its key deactivated since, it is not).
+        Neither refusal names the interaction's actor."""
+        if interaction.actor_id is None:  # started before interactions kept their actor: its credentials alone
+            return
+        actor = self.actor()
+        if actor != interaction.actor_id:
+            raise errors.Conflict(
+                "This interaction was started by another actor (the first actor_id of its attribution chain): only "
+                "that actor may continue it. Start your interaction with a new interaction_id.",
+                code="interaction_in_use",
+                status=409,
+                fields=["attribution.chain.0.actor_id"],
+            )
+        if interaction.actor_verified and actor not in self.verified:
+            raise errors.AuthRequired(
+                "This interaction was started with a chain entry verified with its actor's registered key, and its "
+                "messages must be too: no active key is registered for this actor_id now.",
+                code="signature_required",
+                fields=["attribution.chain.0.signature"],
+            )
 
     def owner_may_continue(self, interaction: Interaction) -> bool:
         key = self.owner.api_key

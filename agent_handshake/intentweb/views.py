@@ -366,6 +366,7 @@ class IntentView(FrontDoorView):
         # savepoint of its own: a refusal leaves this block, which rolls all of it back.
         with transaction.atomic(using=alias):
             admission = admit(envelope, alias)
+            turn.verified = admission.verified
             reply = turn.run(admission.interaction)
         self.counter.usages.extend(turn.usages)
         interaction = turn.interaction
@@ -414,9 +415,10 @@ def callback_body(job: Job) -> dict[str, Any]:
     (for an operator, say) or its callback was retried. The agent still asked to hear the job's outcome, and an
     ``error`` would tell it a booking that was made had failed, so it gets the same envelope as far as the job alone
     can form it: the ``interaction_id`` and ``query_hash`` went with the interaction, so they are empty (as
-    :meth:`IntentView.render_error` sends them when it cannot read them), its collected information is not sent
-    again, ``external_id`` is the job's id, which the agent was given when the job was accepted, and the site signs
-    as :func:`site_endpoint` (the host the client used went with the interaction too).
+    :meth:`IntentView.render_error` sends them when it cannot read them), the version it was started in too (so it
+    is the site's), its collected information is not sent again, ``external_id`` is the job's id, which the agent was
+    given when the job was accepted, and the site signs as :func:`site_endpoint` (the host the client used went with
+    the interaction too).
 
     Without the site key there is no envelope to send: :class:`~agent_handshake.concierge.errors.Unavailable`, on
     which the callback is tried again later, as for a receiver that cannot be reached (its message names the setting
@@ -438,4 +440,5 @@ def callback_body(job: Job) -> dict[str, Any]:
         interaction_id=interaction.interaction_id,
         query_hash=interaction.query_hash,
         endpoint=interaction.endpoint,
+        protocol_version=interaction.protocol_version,  # the intent_request's (§3.3); gone with it: ours
     )

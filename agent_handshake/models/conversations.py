@@ -43,8 +43,8 @@ class ConverseSession(models.Model):
 
 class Interaction(models.Model):
     """One IntentWeb interaction (``interaction_id``): the capability it was routed to, what has been collected
-    for its ``input_schema``, and where it ended. Only the credentials (or, anonymous, the network) that started it
-    may continue it."""
+    for its ``input_schema``, and where it ended. Only the credentials (or, anonymous, the network) that started it,
+    and the actor that sent its intent_request, may continue it."""
 
     class Status(models.TextChoices):
         CLARIFYING = "clarifying", _("choosing a capability")
@@ -69,6 +69,15 @@ class Interaction(models.Model):
     asked = models.JSONField(default=list, blank=True)
     #: The hex SHA-256 of the initial intent (the attribution profile's query_hash); every later message repeats it.
     query_hash = models.CharField(max_length=64)
+    #: The IntentWeb version the intent_request spoke (a 1.x), which the site's callback envelope repeats (§3.3).
+    protocol_version = models.CharField(max_length=16, default="1.0")
+    #: The actor that sent the intent_request (its chain's first actor_id; "" for an empty chain): only a message
+    #: whose chain begins with the same actor continues the interaction. None: started before the site kept it, so
+    #: not checked (None and "" mean different things here, hence null on a CharField).
+    actor_id = models.CharField(max_length=500, null=True, blank=True, default=None)  # noqa: DJ001
+    #: Whether that actor's entry was verified with its registered key (TrustedActorKey): then every later
+    #: message's must be.
+    actor_verified = models.BooleanField(default=False)
     #: The first message, kept for routing and for the job that an async capability starts.
     intent = models.TextField(max_length=4096)
     #: The cosine similarity that chose the capability (explicability's confidence); None: chosen by the client.
