@@ -491,18 +491,23 @@ class SchemaKeyTextFormSet(forms.BaseInlineFormSet):
     def clean(self) -> None:
         self.refuse_a_second_text_in_one_language()
         super().clean()
-        if self.capability is None or may_change_security_keys(self.request):
+        if may_change_security_keys(self.request):
             return
         for form in self.forms:
             if not form.has_changed() and not (self.can_delete and self._should_delete_form(form)):
                 continue
             names = {form.cleaned_data.get("key_name"), form.initial.get("key_name")} - {None}
-            guarded = sorted(name for name in names if schema_templates.security_relevant(self.capability, name))
+            # A capability that is gone counts as security-relevant, as for its proposed keys (guarded()): what it
+            # needed is unknown, and its texts are published again when it comes back.
+            capability = self.capability
+            guarded = sorted(
+                name for name in names if capability is None or schema_templates.security_relevant(capability, name)
+            )
             if guarded:
                 raise forms.ValidationError(
                     f"{', '.join(guarded)} {'is' if len(guarded) == 1 else 'are'} security-relevant (identity, "
-                    "payment or access, or the capability needs credentials): changing how agents are told to fill "
-                    "it needs the permission 'Can change security-relevant keys of schema templates'."
+                    "payment or access, or the capability needs credentials or is gone): changing how agents are told "
+                    "to fill it needs the permission 'Can change security-relevant keys of schema templates'."
                 )
 
     def refuse_a_second_text_in_one_language(self) -> None:

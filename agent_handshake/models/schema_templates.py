@@ -102,6 +102,18 @@ class SchemaKeyText(models.Model):
     def clean(self) -> None:
         super().clean()
         self.language = language_tag(self.language or "")
+        # The site's own language is the default text's: a "translation" into it was served to agents that asked
+        # for it and not to the others, both told the text was in that language.
+        if self.language and self.language == language_tag(settings.LANGUAGE_CODE):
+            raise ValidationError(
+                {
+                    "language": _(
+                        "%(language)s is the site's own language (LANGUAGE_CODE), the default text's: leave the "
+                        "language blank for it."
+                    )
+                    % {"language": self.language}
+                }
+            )
         # A text under anything else ("French", "fr, de") would be kept and published, and never served: no request
         # asks for that language.
         if self.language and not LANGUAGE_TAG.fullmatch(self.language):

@@ -210,8 +210,8 @@ def name_words(key_name: str) -> list[str]:
 #: How templates are written from a declaration; raised when that changes, so a deploy republishes what was
 #: published before (the version goes up only where the content changed). 2: allowed values written unescaped;
 #: 3: translations' language tags kept as they are looked up; 4: allowed integers and fractions are a number;
-#: 5: exclusive bounds and minimum lengths described.
-BUILD = 5
+#: 5: exclusive bounds and minimum lengths described; 6: a text in the site's own language is a default text.
+BUILD = 6
 
 
 def source_digest(capability: Capability) -> str:
@@ -226,7 +226,11 @@ def build(capability: Capability, texts: list[SchemaKeyText], proposals: list[Pr
     translations by language, and the capability's description and output schema."""
     schema = capability.input_schema or {}
     required = set(schema.get("required", []))
-    edited = {text.key_name: text.semantic_description for text in texts if not text.language}
+    # A text stored under the site's own language (before the form refused it) is a default text too, so that an
+    # agent reads the same text whether or not it named that language; of two, the one edited last.
+    site_language = language_tag(settings.LANGUAGE_CODE)
+    edited = {text.key_name: text.semantic_description
+              for text in texts if language_tag(text.language or "") in ("", site_language)}  # fmt: skip
     keys = []
     for name, spec in schema.get("properties", {}).items():
         if not isinstance(spec, dict) or name == OTHER:
@@ -265,8 +269,9 @@ def build(capability: Capability, texts: list[SchemaKeyText], proposals: list[Pr
     )
     translations: dict[str, dict[str, str]] = {}
     for text in texts:
-        if text.language:  # kept as language_of reads a request's tag: "pt_BR" (as Django writes locales) is pt-br
-            translations.setdefault(language_tag(text.language), {})[text.key_name] = text.semantic_description
+        language = language_tag(text.language or "")  # as language_of reads a request's tag: "pt_BR" is pt-br
+        if language and language != site_language:
+            translations.setdefault(language, {})[text.key_name] = text.semantic_description
     return {
         "description": capability.description,
         "keys": keys,
