@@ -621,11 +621,11 @@ class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
     template), then promotes it (stable) or retires it; or rejects it. For a capability that needs credentials,
     each decision needs the permission to change security-relevant keys."""
 
-    list_display = ("name", "capability", "value_type", "status", "fragments", "sources", "filled", "failures",
-                    "created_at")  # fmt: skip
+    list_display = ("name", "capability", "value_type", "status", "fragments", "sources", "senders_filled",
+                    "senders_refused", "created_at")  # fmt: skip
     list_filter = ("status", "capability")
     fields = ("capability", "name", "value_type", "description", "status", "fragments", "sources", "example_list",
-              "filled", "failures", "decided_by", "decided_at")  # fmt: skip
+              "senders_filled", "senders_refused", "reaches_capability", "decided_by", "decided_at")  # fmt: skip
     actions = ["approve", "promote", "retire", "reject"]
     form = ProposedFieldForm
 
@@ -649,8 +649,8 @@ class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
         return allowed
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        fixed = ["capability", "status", "fragments", "sources", "example_list", "filled", "failures", "decided_by",
-                 "decided_at"]  # fmt: skip
+        fixed = ["capability", "status", "fragments", "sources", "example_list", "senders_filled", "senders_refused",
+                 "reaches_capability", "decided_by", "decided_at"]  # fmt: skip
         if obj is not None and obj.status != ProposedField.Status.PENDING:
             fixed += ["name", "value_type"]  # agents may already send it under this name and type
         return fixed
@@ -665,8 +665,25 @@ class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
     def example_list(self, obj: ProposedField) -> str:
         return format_html_join("", "<p>{}</p>", ((example,) for example in obj.examples)) or "-"
 
+    # Senders, not requests (input_pool.count_use): one caller repeating a submission counts once.
+    @admin.display(description="senders who filled it", ordering="filled")
+    def senders_filled(self, obj: ProposedField) -> int:
+        return obj.filled
+
+    @admin.display(description="senders whose value was refused", ordering="failures")
+    def senders_refused(self, obj: ProposedField) -> int:
+        return obj.failures
+
+    @admin.display(description="values reach the capability")
+    def reaches_capability(self, obj: ProposedField) -> str:
+        if capability_registry.get(obj.capability) is None:
+            return "no: the capability is gone"
+        if never_received(obj):
+            return "no: " + NEVER_RECEIVED.format(capability=obj.capability)
+        return "yes"
+
     def decide(self, request: HttpRequest, queryset: Any, start: tuple[str, ...], status: str, verb: str) -> None:
-        done, skipped = 0, []
+        done, skipped, decided = 0, [], []
         for proposal in queryset:
             if proposal.status not in start:
                 skipped.append(f"{proposal.name} is {proposal.get_status_display()}")
@@ -674,12 +691,19 @@ class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
                 skipped.append(f"{proposal.name} is security-relevant (permission needed)")
             elif input_pool.decide(proposal, status, request.user, start):
                 done += 1
+                decided.append(proposal)
             elif proposal.status in start:  # deleted meanwhile
                 skipped.append(f"{proposal.name} no longer exists")
             else:  # another editor decided meanwhile
                 skipped.append(f"{proposal.name} is {proposal.get_status_display()}")
         if done:
             self.message_user(request, f"{verb.capitalize()} {done} proposed key{'s' if done != 1 else ''}.")
+        if status in ProposedField.PUBLISHED and (unheard := [p for p in decided if never_received(p)]):
+            self.message_user(
+                request,
+                "; ".join(f"{p.name}: {NEVER_RECEIVED.format(capability=p.capability)}" for p in unheard) + ".",
+                messages.WARNING,
+            )
         if skipped:
             self.message_user(request, f"Not {verb}: " + "; ".join(skipped) + ".", messages.WARNING)
 
@@ -698,6 +722,19 @@ class ProposedFieldAdmin(OddLookupsRefused, admin.ModelAdmin):
     @admin.action(description="Reject", permissions=["change"])
     def reject(self, request: HttpRequest, queryset: Any) -> None:
         self.decide(request, queryset, (ProposedField.Status.PENDING,), ProposedField.Status.REJECTED, "rejected")
+
+
+#: What an editor is told of a published key whose capability refuses properties it does not declare.
+NEVER_RECEIVED = (
+    "{capability}'s input_schema has additionalProperties: false, so agents' values for this key are "
+    "counted but never reach the capability; declare the key in its input_schema for it to receive them"
+)
+
+
+def never_received(proposal: ProposedField) -> bool:
+    """Whether a published proposal's values stay out of its capability's input (``templates.check_payload``)."""
+    capability = capability_registry.get(proposal.capability)
+    return capability is not None and (capability.input_schema or {}).get("additionalProperties", True) is False
 
 
 def guarded(proposal: ProposedField) -> bool:

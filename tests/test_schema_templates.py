@@ -322,11 +322,15 @@ def test_repeated_other_texts_become_a_suggestion_an_editor_approves(
     assert published["keys"][-2]["semantic_description"].startswith("Proposed from what agents repeatedly sent")
     assert "Pending" not in published["keys"][-2]["semantic_description"]
     assert published["keys"][-1]["key_name"] == "other"
-    # Agents fill it; its use and its refused values are counted; it reaches the capability (its schema allows it).
-    response, body = post(client, {"schema_id": "plan_picnic_v2", "payload": {"place": "Park", "window_seat": "yes"}})
+    # Agents fill it; its use and its refused values are counted (by sender, once the submission commits); it
+    # reaches the capability (its schema allows it).
+    with django_capture_on_commit_callbacks(execute=True):
+        response, body = post(client, {"schema_id": "plan_picnic_v2",
+                                       "payload": {"place": "Park", "window_seat": "yes"}})  # fmt: skip
     assert body["received"]["window_seat"] == "yes"
     assert "schema_update_suggestion" not in body
-    response, body = post(client, {"schema_id": "plan_picnic_v1", "payload": {"place": "Park", "window_seat": 3}})
+    with django_capture_on_commit_callbacks(execute=True):
+        response, body = post(client, {"schema_id": "plan_picnic_v1", "payload": {"place": "Park", "window_seat": 3}})
     assert response.status_code == 400
     assert body["error"]["fields"] == ["payload.window_seat"]
     proposal.refresh_from_db()

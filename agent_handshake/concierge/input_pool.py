@@ -20,7 +20,7 @@ senders used, and its examples (the fragments closest to its centroid) are kept 
 agents: while a proposal is pending, agents are told of it under a neutral name and a fixed description
 (:func:`pending`), since a few agents' words must not reach every other agent before an editor reads them.
 Editors approve a proposal (``experimental``), then promote (``stable``) or retire it; while it is published,
-:func:`count_use` counts how often agents fill it and how often its value is refused.
+:func:`count_use` counts how many senders fill it and how many had a value refused.
 """
 
 from __future__ import annotations
@@ -302,13 +302,31 @@ def pending(capability_name: str) -> list[ProposedField]:
     return list(ProposedField.objects.filter(capability=capability_name, status=ProposedField.Status.PENDING))
 
 
-def count_use(capability_name: str, filled: Sequence[str] = (), failed: Sequence[str] = ()) -> None:
-    """Count published proposals' use: ``filled`` valid values, ``failed`` refused ones (by key name)."""
+def count_use(capability_name: str, owner: Owner, filled: Sequence[str] = (), failed: Sequence[str] = ()) -> None:
+    """Count published proposals' use by ``owner``: ``filled`` valid values, ``failed`` refused ones (by key name).
+    Editors promote or retire a key by these counts, so they count senders (:func:`source_of`, as a proposal's
+    ``sources`` does), not requests: one caller repeating a submission counts once per key, for as long as the pool
+    remembers who sent what (``SCHEMA_POOL_RETENTION_SECONDS``, in the ``CACHE_ALIAS`` cache). Counted once the
+    request's transaction commits: a submission undone is not counted, nor its sender taken as counted."""
+    if filled or failed:
+        transaction.on_commit(partial(count_senders, capability_name, source_of(owner), tuple(filled), tuple(failed)))
+
+
+def count_senders(capability_name: str, source: str, filled: Sequence[str], failed: Sequence[str]) -> None:
     published = ProposedField.objects.filter(capability=capability_name, status__in=ProposedField.PUBLISHED)
-    if filled:
-        published.filter(name__in=list(filled)).update(filled=F("filled") + 1)
-    if failed:
-        published.filter(name__in=list(failed)).update(failures=F("failures") + 1)
+    cache = caches[app_settings.CACHE_ALIAS]
+    try:
+        for column, names in (("filled", filled), ("failures", failed)):
+            if not names:
+                continue
+            keys = published.filter(name__in=list(names)).values_list("pk", flat=True)
+            new = [pk for pk in keys
+                   if cache.add(f"agent_handshake:proposal_use:{column}:{pk}:{source}", 1,
+                                app_settings.SCHEMA_POOL_RETENTION_SECONDS)]  # fmt: skip
+            if new:
+                ProposedField.objects.filter(pk__in=new).update(**{column: F(column) + 1})
+    except Exception:  # bookkeeping, after the work committed: never the agent's error
+        logger.exception("Could not count the use of the proposed keys of %s", capability_name)
 
 
 def forget_expired(capability_name: str | None = None) -> int:

@@ -149,16 +149,16 @@ class SchemaTemplatesView(SchemaTemplatesBase):
             raise errors.InvalidInput(
                 f"callback_url is for async scenarios; {capability.name!r} answers at once.", fields=["callback_url"]
             )
+        owner = Owner.of(request.auth, ratelimit.client_address(request._request))
         try:
             payload = templates.check_payload(capability, row, body.get("payload"))
         except errors.InvalidInput as exc:
             if failed := exc.details.get("proposed"):
-                input_pool.count_use(capability.name, failed=failed)
+                input_pool.count_use(capability.name, owner, failed=failed)
             raise
         idempotency_key = request.headers.get("Idempotency-Key")
         if idempotency_key and not printable_ascii(idempotency_key):
             raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
-        owner = Owner.of(request.auth, ratelimit.client_address(request._request))
         call = calls.Call(
             capability=capability,
             owner=owner,
@@ -180,7 +180,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
             if payload.other:
                 input_pool.record(capability.name, payload.other, owner)
             if payload.proposed:
-                input_pool.count_use(capability.name, filled=list(payload.proposed))
+                input_pool.count_use(capability.name, owner, filled=list(payload.proposed))
             if isinstance(result, calls.NeedsInput):  # structured input is refused when incomplete, never asked
                 raise errors.MissingInput(result.question, fields=[f"payload.{name}" for name in result.missing])
             if isinstance(result, calls.Accepted):
