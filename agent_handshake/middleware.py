@@ -22,15 +22,17 @@ import re
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, NamedTuple
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.core.signals import setting_changed
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponseBase
 from django.template.loader import render_to_string
 from django.urls import get_script_prefix, reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
+from django.utils.encoding import iri_to_uri
 from django.utils.http import RFC3986_SUBDELIMS, parse_etags
 from django.utils.text import compress_string
 
@@ -417,14 +419,18 @@ class AgentDiscoveryMiddleware:
 
         if not _storable(request.path_info) or not content_registry.models():
             return None
+        query = request.META.get("QUERY_STRING", "")
         # Only registered models' documents: those of a model unregistered since stay until agent_reindex.
-        document = (
-            documents_of(content_registry)
-            .select_related("content_type")
-            .filter(path__in=_document_paths(paths))
-            .order_by("pk")
-            .first()
-        )
+        at_path = documents_of(content_registry).select_related("content_type").filter(path__in=_document_paths(paths))
+        # Objects whose URLs differ in their query only ("/page/?article=b") share a path: the object at this URL is
+        # the one whose query is the request's; one whose URL has no query is its path's whatever the request's is
+        # ("?utm_source=feed"). A query no object has is the page's own, never another object's.
+        if query and _storable(unquote(query)):
+            with_query = Q(url__endswith=f"?{query}") | Q(url__endswith=f"?{unquote(query)}")
+            for document in at_path.filter(with_query).order_by("pk"):
+                if iri_to_uri(urlsplit(document.url).query) == iri_to_uri(unquote(query)):
+                    return markdown_response(request, document)
+        document = at_path.exclude(url__contains="?").order_by("pk").first()
         return markdown_response(request, document) if document is not None else None
 
     # Responses
