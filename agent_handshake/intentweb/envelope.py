@@ -144,6 +144,8 @@ def parse(data: Any) -> Envelope:
     sent_at = parse_time(attribution["timestamp"], "attribution.timestamp")
     for index, entry in enumerate(attribution["chain"]):
         parse_time(entry["timestamp"], f"attribution.chain.{index}.timestamp")
+    if "timestamp" in data:  # optional, but a date-time when given (the upstream schema's format), as those are
+        parse_time(data["timestamp"], "timestamp")
     return Envelope(
         body=data,
         protocol_version=data["protocol_version"],
