@@ -413,16 +413,34 @@ def _defer(job: Job, deferred: Deferred) -> None:
 
 
 def complete_waiting(job_id: str, outcome: Outcome) -> Job:
-    """Finish a job that waits for someone (the human desk); raises ``ActionFailed`` if it no longer waits."""
+    """Finish a job that waits for someone (the human desk); raises ``ActionFailed`` if it no longer waits.
+
+    A job past its ``expires_at`` takes no answer, whether or not a poll or :func:`recover` has marked it expired
+    yet: it expires now (committed, though the answer is refused)."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_id)
+        if job.status == Status.WAITING:
+            now = timezone.now()
+            if job.expires_at is not None and job.expires_at <= now:
+                _expired(job, now)
+        refusal = None
         if job.status != Status.WAITING:
-            raise ActionFailed(f"The job is {job.get_status_display()}; it no longer takes an answer.")
-        capability = capability_registry.get(job.capability)
-        if capability is None:
-            raise ActionFailed(f"The capability {job.capability!r} is no longer offered.")
-        _complete(job, capability, check_output(capability, outcome))
-        return job
+            refusal = f"The job is {job.get_status_display()}; it no longer takes an answer."
+        elif (capability := capability_registry.get(job.capability)) is None:
+            refusal = f"The capability {job.capability!r} is no longer offered."
+        else:
+            _complete(job, capability, check_output(capability, outcome))
+    if refusal is not None:
+        raise ActionFailed(refusal)
+    return job
+
+
+def _expired(job: Job, now: datetime.datetime) -> None:
+    job.status = Status.EXPIRED
+    job.progress = "No one answered in time; the request expired."
+    job.finished_at = now
+    _schedule_callback(job)
+    job.save()
 
 
 def expire(now: datetime.datetime | None = None, *, pk: Any = None) -> int:
@@ -434,11 +452,7 @@ def expire(now: datetime.datetime | None = None, *, pk: Any = None) -> int:
         overdue = overdue.filter(pk=pk)
     with transaction.atomic():
         for job in overdue.select_for_update(skip_locked=True):
-            job.status = Status.EXPIRED
-            job.progress = "No one answered in time; the request expired."
-            job.finished_at = now
-            _schedule_callback(job)
-            job.save()
+            _expired(job, now)
             count += 1
     return count
 
