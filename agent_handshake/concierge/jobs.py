@@ -222,7 +222,10 @@ def run(job_id: str) -> str:
                 _crashed(job)
         except Exception:
             _crashed(job)
-        return job.status
+    if job.status == Status.WAITING and cancel_requested(job.pk):
+        # Asked for after the check above, before the commit: :func:`cancel` looks again too, so one of us sees it.
+        job = cancel(job.pk)
+    return job.status
 
 
 def _crashed(job: Job) -> None:
@@ -372,7 +375,8 @@ def cancel(job_id: str) -> Job:
     may stop early: :meth:`Invocation.cancelled`). The job returned is then still ``running``; it is
     ``cancelled`` once the worker has seen the request. A request that arrives after the worker's last check
     (the capability has returned, its result is being committed) is too late: the job ends ``success`` and
-    recovery deletes the request. A finished job is returned unchanged.
+    recovery deletes the request; but a job its worker puts on the desk (``waiting``) meanwhile is cancelled there,
+    by whichever of this call and the worker looks last. A finished job is returned unchanged.
     """
     with transaction.atomic():
         job = Job.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
@@ -385,7 +389,12 @@ def cancel(job_id: str) -> Job:
                 _cancelled(job)
             return job
         CancelRequest.objects.get_or_create(job_id=job_id)
-    return Job.objects.get(pk=job_id)  # a plain read does not wait for the worker's lock
+    job = Job.objects.get(pk=job_id)  # a plain read does not wait for the worker's lock
+    if job.status == Status.WAITING:
+        # Its worker checked for a cancellation before this one was committed, then put the job on the desk, where
+        # nothing reads the request: it is cancelled now (the worker also looks once more after its commit).
+        return cancel(job_id)
+    return job
 
 
 def _fail(job: Job, code: str, message: str, **details: Any) -> None:
@@ -416,13 +425,16 @@ def complete_waiting(job_id: str, outcome: Outcome) -> Job:
     """Finish a job that waits for someone (the human desk); raises ``ActionFailed`` if it no longer waits.
 
     A job past its ``expires_at`` takes no answer, whether or not a poll or :func:`recover` has marked it expired
-    yet: it expires now (committed, though the answer is refused)."""
+    yet: it expires now. Nor does one whose cancellation is on record (:func:`cancel`): it is cancelled now. Both
+    are committed, though the answer is refused."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_id)
         if job.status == Status.WAITING:
             now = timezone.now()
             if job.expires_at is not None and job.expires_at <= now:
                 _expired(job, now)
+            elif cancel_requested(job.pk):
+                _cancelled(job)
         refusal = None
         if job.status != Status.WAITING:
             refusal = f"The job is {job.get_status_display()}; it no longer takes an answer."
