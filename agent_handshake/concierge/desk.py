@@ -107,8 +107,18 @@ def message_text(job: Job, limit: int | None = None) -> str:
     return text if limit is None else Truncator(text).chars(limit)
 
 
+def quoted(text: str) -> str:
+    """``text`` as an email quotes it, every line after "> ": whatever it says, it cannot pass for the site's own
+    lines. Split wherever a reader might see a line end (``str.splitlines``: CR, LF, VT, FF, NEL, U+2028...)."""
+    return "\n".join(f"> {line}" if line else ">" for line in (text.splitlines() or [""]))
+
+
 def notify_operators(job_id: str) -> None:
-    """Email the operators about a new request (failures are logged; the request stays on the desk)."""
+    """Email the operators about a new request (failures are logged; the request stays on the desk).
+
+    The site's own lines (the admin link, the deadline) come first; what the agent wrote (its name for itself, its
+    message) follows, quoted, so a message cannot add lines that read as the site's, such as another link.
+    """
     job = Job.objects.filter(pk=job_id).first()
     if job is None:
         return
@@ -117,13 +127,16 @@ def notify_operators(job_id: str) -> None:
         path = reverse("admin:agent_handshake_deskrequest_change", args=[quote(job.pk)])
     except NoReverseMatch:
         path = ""
-    message = message_text(job)
     subject = f"Agent request on the desk: {job.capability}"
-    body = (
-        f"A visiting agent ({job.requesting_agent or 'unnamed'}) asks:\n\n{message}\n\nAnswer it in the admin: {path}\n"
-    )
+    body = f"A visiting agent left a request on the human desk ({job.capability}).\n\n"
+    if path:
+        body += f"Answer it in the admin: {app_settings.BASE_URL.rstrip('/')}{path}\n"
     if job.expires_at:
         body += f"It expires at {job.expires_at:%Y-%m-%d %H:%M %Z}.\n"
+    body += "\nWhat the agent sent follows, quoted: its words, not the site's.\n\n"
+    if job.requesting_agent:
+        body += f"Its name for itself:\n{quoted(job.requesting_agent)}\n\n"
+    body += f"Its message:\n{quoted(message_text(job))}\n"
     try:
         recipients = list(app_settings.DESK_NOTIFY_EMAILS)
         if recipients:
