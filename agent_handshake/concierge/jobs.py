@@ -28,7 +28,9 @@ before: a verified agent's block (``VerifiedAgent.blocked``, code ``agent_blocke
 callback is given up, with the reason, instead of sent. A job already running is not interrupted; only its callback
 is withheld. Each is read by one subquery of the statement that locks the job anyway (:func:`owner_refusal`), and
 taking the key back into use revives nothing. A key's expiry is no such refusal: see :func:`owner_refusal`.
-Deleting the key ends its queued work at once (:func:`withdraw_deleted_keys_jobs`, code ``key_deleted``).
+Deleting the key ends its queued work at once (:func:`withdraw_deleted_keys_jobs`, code ``key_deleted``). A scope
+the key has lost since the job was accepted (or that a deploy put its capability under) fails the job ``forbidden``
+when a worker takes it up, unrun, as the key's next call would be refused.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ..conf import app_settings
-from ..identity.trust import blocked_owner
-from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature
+from ..identity.trust import blocked_owner, scopes_of
+from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature, VerifiedAgent
 from ..registry import Capability, capability_registry
 from . import callbacks, errors
 from .invocation import (
@@ -189,6 +191,14 @@ def run(job_id: str) -> str:
         if capability is None or capability.handler is None:
             _fail(job, "unavailable", f"The capability {job.capability!r} is no longer offered.")
             return job.status
+        if capability.requires_auth and job.api_key is not None and not _allows(job.api_key, capability.scope):
+            # The scope was checked at acceptance; an operator may have taken it from the key since, or a deploy put
+            # the capability under another: the work is not done for a key that may no longer ask for it.
+            refused = errors.Forbidden(
+                f"This API key does not have the scope {capability.scope!r} that {capability.name!r} requires."
+            )
+            _fail(job, refused.code, refused.message)
+            return job.status
         invocation = Invocation(
             capability=capability,
             input=job.input,
@@ -226,6 +236,16 @@ def run(job_id: str) -> str:
         # Asked for after the check above, before the commit: :func:`cancel` looks again too, so one of us sees it.
         job = cancel(job.pk)
     return job.status
+
+
+def _allows(key: ApiKey, scope: str | None) -> bool:
+    """Whether ``key`` may call a capability of ``scope`` now, as a request with it would be judged: a verified
+    agent's key by its trust tier's scopes and its own (:func:`~agent_handshake.identity.trust.scopes_of`)."""
+    if not scope:
+        return True
+    agent = VerifiedAgent.objects.filter(key=key).first()
+    scopes = scopes_of(agent) if agent is not None else key.scopes or []
+    return "*" in scopes or scope in scopes
 
 
 def _crashed(job: Job) -> None:
