@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 LINK_HEADER = '</.well-known/agent.json>; rel="ahp-manifest agent-manifest"; type="application/agent+json"'
 LINK_TAG = '<link rel="agent-manifest" href="/.well-known/agent.json" type="application/agent+json">'
 NOTICE = re.compile(
-    r'<section class="ahp-notice" aria-label="AI Agent Notice" style="display:none">.*?</section>', re.DOTALL
+    r'<section class="ahp-notice" aria-label="AI Agent Notice" style="display:none" hidden>.*?</section>', re.DOTALL
 )
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 LINK_HEADER = '</.well-known/agent.json>; rel="ahp-manifest agent-manifest"; type="application/agent+json"'
 LINK_TAG = b'<link rel="agent-manifest" href="/.well-known/agent.json" type="application/agent+json">'
 LINK_MARKER = rb"<!--agent-handshake:link:[0-9a-f]{32}-->"
-NOTICE = rb'<section class="ahp-notice" aria-label="AI Agent Notice" style="display:none">.*?</section>'
+NOTICE = rb'<section class="ahp-notice" aria-label="AI Agent Notice" style="display:none" hidden>.*?</section>'
 NOTICE_MARKER = rb"<!--agent-handshake:notice:[0-9a-f]{32}-->"
 
 PAGE = b"<!DOCTYPE html><html><head><title>T</title></head><body><p>x</p></body></html>"

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 LINK_TAG = '<link rel="agent-manifest" href="/.well-known/agent.json" type="application/agent+json">'
 LINK_MARKER = r"<!--agent-handshake:link:[0-9a-f]{32}-->"
-NOTICE = r'<section class="ahp-notice" aria-label="AI Agent Notice" style="display:none">.*?</section>'
+NOTICE = r'<section class="ahp-notice" aria-label="AI Agent Notice" style="display:none" hidden>.*?</section>'
 NOTICE_MARKER = r"<!--agent-handshake:notice:[0-9a-f]{32}-->"
 
 #: A recipe page whose head writes a whole print page from JavaScript, as "print this recipe" buttons do.
