@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import FieldDoesNotExist
-from django.db.models import CharField
+from django.db.models import CharField, Q, QuerySet
 from django.db.models.functions import Cast
 from django.http import HttpResponseBase
 from django.urls import reverse
@@ -141,7 +141,7 @@ class AskView(NLWebView):
         warnings: list[str] = []
         configs = list(content_registry)
         models: list[str] = []
-        documents: list[int] | None = None
+        documents: list[int] | QuerySet | None = None
         if ask.item_type:
             models, documents = self.typed(configs, ask.item_type)
             if not models:
@@ -154,8 +154,8 @@ class AskView(NLWebView):
                 warnings.append("query.price: nothing on this site that matches the query has a price.")
             elif documents is None:
                 documents = priced
-            else:
-                documents = sorted(set(documents) & set(priced))
+            elif isinstance(documents, QuerySet):  # (not an empty list: no document has the type)
+                documents = documents.filter(pk__in=priced)
         filters = Filters(
             models=models,
             published_after=ask.published_after,
@@ -165,9 +165,10 @@ class AskView(NLWebView):
         return filters, warnings
 
     @staticmethod
-    def typed(configs: list, item_type: str) -> tuple[list[str], list[int] | None]:
+    def typed(configs: list, item_type: str) -> tuple[list[str], list[int] | QuerySet | None]:
         """The models with documents of the schema.org type ``item_type`` (each object's own type, as its result is
-        rendered), and those documents, or None when they are all their models' documents (the models say it)."""
+        rendered), and a query of those documents' ids, or None when they are all their models' documents (the
+        models say it); none at all, no models and an empty list."""
         content_types = ContentType.objects.get_for_models(*(c.model for c in configs))
         labels = {content_type.pk: model._meta.label_lower for model, content_type in content_types.items()}
         registered = Document.objects.filter(content_type__in=list(labels))
@@ -179,7 +180,7 @@ class AskView(NLWebView):
         # Models whose objects are all of one type (the usual case) need no list of documents.
         if not registered.filter(content_type__in=found).exclude(pk__in=matching.values("pk")).exists():
             return models, None
-        return models, list(matching.values_list("pk", flat=True))
+        return models, matching.values_list("pk", flat=True)  # a subquery of retrieval, not a list
 
     @staticmethod
     def types(configs: list) -> list[str]:
@@ -190,9 +191,10 @@ class AskView(NLWebView):
         return sorted({rendered_type(schema_type, kind) for schema_type, kind in pairs})
 
     @staticmethod
-    def priced_documents(configs: list, price: PriceRange) -> list[int] | None:
-        """The documents of the models with a ``price`` field whose price is in ``price`` (None: no such model)."""
-        found: list[int] | None = None
+    def priced_documents(configs: list, price: PriceRange) -> QuerySet | None:
+        """A query of the ids of the documents of the models with a ``price`` field whose price is in ``price``
+        (None: no such model). A subquery of retrieval, never a list: ``over 0`` is every product of the shop."""
+        found: Q | None = None
         for config in configs:
             try:
                 config.model._meta.get_field("price")
@@ -205,9 +207,9 @@ class AskView(NLWebView):
                 objects = objects.filter(price__lte=price.high)
             ids = objects.annotate(id_text=Cast("pk", CharField())).values("id_text")  # a subquery, not a list
             content_type = ContentType.objects.get_for_model(config.model)
-            rows = Document.objects.filter(content_type=content_type, object_id__in=ids).values_list("pk", flat=True)
-            found = [*(found or []), *rows]
-        return found
+            of_model = Q(content_type=content_type, object_id__in=ids)
+            found = of_model if found is None else found | of_model
+        return None if found is None else Document.objects.filter(found).values_list("pk", flat=True)
 
     # --- rendering ----------------------------------------------------------------------------------------------
 

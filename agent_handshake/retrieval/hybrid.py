@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
+from django.db.models import QuerySet
 
 from .. import state
 from ..conf import app_settings
@@ -31,13 +32,15 @@ MODES = ("hybrid", "vector", "text")
 class Filters:
     """Restrictions a request may put on retrieval: registered model labels, AHP content types, dates, and the
     documents a front door already narrowed the search to (``documents``: None is all of them, an empty list
-    none; NLWeb's price constraint is one)."""
+    none; NLWeb's price constraint is one). ``documents`` may be a query of document ids (``values_list("pk",
+    flat=True)``), applied as a subquery: a list of every priced product of a large shop would be read into
+    Python and sent back as one parameter."""
 
     models: Sequence[str] = ()
     content_types: Sequence[str] = ()
     published_after: datetime.datetime | None = None
     published_before: datetime.datetime | None = None
-    documents: Sequence[int] | None = None
+    documents: Sequence[int] | QuerySet | None = None
 
     def sql(self) -> tuple[str, list]:
         clauses, params = [], []
@@ -56,7 +59,12 @@ class Filters:
         if self.published_before:
             clauses.append("published_at <= %s")
             params.append(self.published_before)
-        if self.documents is not None:
+        if isinstance(self.documents, QuerySet):
+            documents = self.documents.order_by()  # (an order means nothing to IN)
+            subquery, subquery_params = documents.query.get_compiler(using=documents.db).as_sql()
+            clauses.append(f"document_id IN ({subquery})")
+            params.extend(subquery_params)
+        elif self.documents is not None:
             clauses.append("document_id = ANY(%s)")
             params.append(list(self.documents))
         return "".join(f" AND {clause}" for clause in clauses), params
@@ -375,7 +383,7 @@ class HybridRetriever:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         filters = filters or Filters()
-        if filters.documents is not None and not filters.documents:
+        if isinstance(filters.documents, (list, tuple)) and not filters.documents:
             return [], {}  # no document can pass: no embedding, no scan of an index for rows none of which would
         depth = max(self.candidates, limit)
         nearest: list[tuple[int, float]] = []
