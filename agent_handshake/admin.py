@@ -400,6 +400,8 @@ class DeskRequestAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is not None and obj.status != Job.Status.WAITING:
             return self.fields  # answered or expired: nothing left to do
+        if obj is not None and obj.expires_at is not None and obj.expires_at <= timezone.now():
+            return self.fields  # past its deadline (expired at the next poll): an answer would be refused
         return self.readonly_fields
 
     def save_model(self, request: HttpRequest, obj: DeskRequest, form: Any, change: bool) -> None:
@@ -408,8 +410,10 @@ class DeskRequestAdmin(OddLookupsRefused, ReadOnlyJobMixin, admin.ModelAdmin):
         from .concierge.jobs import complete_waiting
 
         answer = form.cleaned_data.get("operator_answer")
-        if not answer:  # the form had no answer field: the request was answered or expired meanwhile
-            messages.error(request, f"This request is {obj.get_status_display()}; it takes no answer.")
+        if not answer:  # the form had no answer field: the request was answered, expired or ran out meanwhile
+            jobs.expire(pk=obj.pk)  # one that ran out is expired now (its callback says so), as a poll would
+            obj.refresh_from_db(fields=["status"])
+            messages.error(request, f"This request is {obj.get_status_display().lower()}; it takes no answer.")
             obj._answer_refused = True
             return
         operator = request.user.get_full_name() or request.user.get_username()

@@ -60,9 +60,28 @@ def test_an_answer_saved_after_the_request_expired_is_refused_and_the_request_ex
     page = answer(admin_client, job_id, "Yes, tomorrow at ten.")
     assert page.status_code == 200
     shown = page.content.decode()
-    assert "The job is expired; it no longer takes an answer." in shown
+    # The page the operator typed in offered the field; saved after the deadline, the form no longer has it.
+    assert "This request is expired; it takes no answer." in shown
     assert "The answer was sent to the agent" not in shown
     job = Job.objects.get(pk=job_id)
     assert job.status == Job.Status.EXPIRED
     assert (job.result, job.operator_answer, job.answered_by) == (None, "", None)
     assert poll(client, secret, job_id)["status"] == "expired"
+
+
+@pytest.mark.django_db
+def test_a_request_past_its_deadline_offers_no_answer_field(
+    client, admin_client, settings, django_capture_on_commit_callbacks
+):
+    """Before a poll or the recovery task marks it expired, the page of a request past its deadline offered the
+    answer field, to refuse what the operator typed on save."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "DESK_TIMEOUT_SECONDS": 1}
+    _, secret = issue()
+    job_id = escalate(client, secret, "Can someone call me back about a wholesale order?")
+    with django_capture_on_commit_callbacks(execute=True):
+        run(job_id)
+    url = f"/admin/agent_handshake/deskrequest/{quote(job_id)}/change/"
+    assert 'name="operator_answer"' in admin_client.get(url).content.decode()  # in time: it takes an answer
+    time.sleep(1.2)
+    assert 'name="operator_answer"' not in admin_client.get(url).content.decode()
+    assert Job.objects.get(pk=job_id).status == Job.Status.WAITING  # looking changes nothing
