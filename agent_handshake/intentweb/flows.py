@@ -41,7 +41,7 @@ from rest_framework.request import Request
 from ..concierge import calls, errors, jobs, routing
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
-from ..concierge.invocation import answer_input, check_input
+from ..concierge.invocation import answer_input, check_input, field_question
 from ..identity.auth import printable_ascii
 from ..insights import recording
 from ..models import IdempotencyRecord, Interaction, Job
@@ -470,7 +470,9 @@ class Turn:
             if optional:
                 notes.append(f"{', '.join(cell(name) for name in optional)}: send a valid value, or leave it out to "
                              "go on without it.")  # fmt: skip
-            reply = self.ask(capability, [*missing, *optional], notes)
+            # What the message gave of what was asked (a value refused above was not taken); None: no answer.
+            answered = [name for name in asked if name in data] if answering else None
+            reply = self.ask(capability, [*missing, *optional], notes, answered)
             interaction.save(update_fields=TURN_FIELDS)
             return reply
         return self.execute(capability, data)
@@ -513,18 +515,25 @@ class Turn:
         if not credentials.key.allows(capability.scope):
             raise errors.Forbidden(f"This API key lacks the scope {capability.scope!r} that this needs.")
 
-    def ask(self, capability: Capability, missing: list[str], notes: list[str]) -> Reply:
+    def ask(
+        self, capability: Capability, missing: list[str], notes: list[str], answered: list[str] | None = None
+    ) -> Reply:
         """The information_request for ``missing`` (required or optional fields), which the interaction remembers
-        (``asked``, saved by the caller): a plain answer to it fills the one field it asked for (:meth:`collect`)."""
+        (``asked``, saved by the caller): a plain answer to it fills the one field it asked for (:meth:`collect`).
+        ``answered``: the fields the last question asked for that this message gave (None: it answered none).
+
+        The question is every door's (:func:`field_question`): what the answer gave, and how to label several
+        values. Not escaped as :func:`cell` escapes what a client sent: it is the site's own schema, and its example
+        names the fields as an answer must label them (``party_size``, which no label reader takes as
+        ``party\\_size``; within a word, CommonMark reads no emphasis in it)."""
         interaction = self.interaction
         assert interaction is not None
         interaction.asked = list(missing)
         parts = [" ".join(self.readings)] if self.readings else []
         if notes:
             parts.append("That did not work:\n\n" + "\n".join(f"- {note}" for note in notes))
-        needed = "\n".join(f"- {cell(described(capability, name), 400)}" for name in missing)
         recording.note(capability=capability.name, outcome=recording.Outcome.CLARIFICATION)
-        parts.append(f"To **{cell(capability.intent_text)}**, I still need:\n\n{needed}")
+        parts.append(field_question(capability, missing, answered))
         if interaction.collected:
             parts.append("So far I have:\n\n" + table(interaction.collected, labels_of(capability)))
         return Reply(
