@@ -66,7 +66,8 @@ def test_json_rpc_errors_and_invalid_tool_input_lower_trust(client, demo_content
 
 def test_an_accepted_request_still_raises_trust(client, demo_content, agent):
     question = {"name": "content_search", "arguments": {"query": "sencha"}}
-    for method, params in [("ping", None), ("tools/call", question)]:
+    # Requests the site does work for (housekeeping such as ping earns nothing: tests/test_asp2_trust_earned.py).
+    for method, params in [("resources/read", {"uri": "http://testserver/llms.txt"}), ("tools/call", question)]:
         before = trust_of(agent)
         response, body = rpc(client, agent, method, params)
         assert response.status_code == 200
@@ -74,7 +75,8 @@ def test_an_accepted_request_still_raises_trust(client, demo_content, agent):
         assert not body["result"].get("isError"), body
         assert trust_of(agent) > before, method
     # A batch holding a refusal is refused as a whole; one of accepted requests is accepted.
-    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "no/such"}]
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": question},
+             {"jsonrpc": "2.0", "id": 2, "method": "no/such"}]  # fmt: skip
     for messages, moves_up in ((batch, False), (batch[:1], True)):
         before = trust_of(agent)
         response = client.post("/mcp", json.dumps(messages), content_type="application/json", **agent.headers)

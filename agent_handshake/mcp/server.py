@@ -83,6 +83,22 @@ METHODS: dict[str, Callable[[dict[str, Any], Exchange], dict[str, Any]]] = {
 }
 
 
+#: The methods that ask the site to do work for the caller (answer a question, run a capability, read a page): accepted,
+#: one earns a verified agent trust, as a converse on AHP does. The rest (the lifecycle, ``ping``, the listings) is
+#: housekeeping the site answers alike for everyone: accepted it moves no trust, or ten pings would take a new DID to
+#: the top tier; refused it lowers trust, as any refusal does.
+WORK = ("tools/call", "resources/read")
+
+
+def earns_trust(message: Message) -> bool:
+    """Whether ``message`` (a request), accepted, earns a verified agent trust (:data:`WORK`). The ``job_status`` tool
+    is a poll: it reads how a job stands, and the call that started the job earned what it did."""
+    if message.method not in WORK:
+        return False
+    name = message.params.get("name") if message.method == "tools/call" else None
+    return not (name == tools.JOB_STATUS and all(capability.name != name for capability in tools.offered()))
+
+
 def dispatch(message: Message, exchange: Exchange) -> dict[str, Any]:
     method = METHODS.get(message.method)
     if method is None:

@@ -19,7 +19,9 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
   revision assigns); a request the concierge refuses as a whole (credentials, limits, size) gets the HTTP status
   AHP would (401, 429, 413) with a JSON-RPC error body; the traffic insights record a JSON-RPC error, or a tool
   error, answered with 200 as the error it is (README, "What is recorded"), not as the success the status says, and
-  a verified agent's trust goes down for one the concierge refused (a 4xx on AHP), as it would on AHP;
+  a verified agent's trust goes down for one the concierge refused (a 4xx on AHP), as it would on AHP, and goes up
+  only for a request the site did work for (a tool call, a resource read: :func:`server.earns_trust`), not for
+  housekeeping (``initialize``, ``ping``, the listings, notifications, the ``job_status`` tool);
 - a 401, and a tool that needed credentials, carry ``WWW-Authenticate`` with ``resource_metadata`` pointing at
   the RFC 9728 metadata (:class:`ProtectedResourceMetadataView`). Keys come from the site owner: we run no OAuth
   authorization server.
@@ -150,6 +152,8 @@ class MCPView(FrontDoorView):
     def post(self, request: Request) -> HttpResponseBase:
         data = request.data
         self.exchanges: list[Exchange] = []
+        #: Whether a request in the body asked the site to do work (:func:`server.earns_trust`).
+        self.worked = False
         if isinstance(data, list):
             version = batch_version(request.headers)
             if version not in VERSIONS:  # one answer for the HTTP request, a 400 as the transport says
@@ -197,6 +201,7 @@ class MCPView(FrontDoorView):
                 request, revision, base_url(request._request), usages=self.counter.usages, resource_chars=read
             )
             self.exchanges.append(exchange)
+            self.worked = self.worked or server.earns_trust(message)
             return jsonrpc.result(message.id, server.dispatch(message, exchange)), 200
         except RpcError as exc:
             # An error in a 200 body, on the revisions that answer errors so: the status would say it is a success.
@@ -217,6 +222,10 @@ class MCPView(FrontDoorView):
         self.declined = self.declined or any(exchange.refused for exchange in exchanges)
         # One the site failed to serve (its 5xx on AHP) moves nothing, unless the batch also holds a refusal.
         self.site_failed = any(exchange.failed for exchange in exchanges)
+        # Accepted housekeeping (initialize, ping, the listings, a notification, a job's status: no work done for the
+        # agent) moves no trust either, as the front door treats a request it did not serve; refused, it lowers trust.
+        if response.status_code < 400 and not self.declined and not getattr(self, "worked", False):
+            self.site_failed = True
         if any(exchange.replayed for exchange in exchanges):
             response.headers["Idempotent-Replayed"] = "true"
         if labels := [label for exchange in exchanges for label in exchange.signal_labels]:
