@@ -38,6 +38,17 @@ def _as_datetime(value: Any) -> datetime.datetime | None:
     raise TypeError(f"published_at must be a date or datetime, not {type(value).__name__}")
 
 
+def utc_day(moment: datetime.datetime | None) -> str | None:
+    """The UTC day of a stored ``published_at`` (ISO), the day the date filters match it on: a calendar date's is
+    the date itself (:func:`_as_datetime`). Without ``USE_TZ`` the database gives naive datetimes in the site's time
+    zone: 00:00 UTC read in Los Angeles is the evening before."""
+    if moment is None:
+        return None
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return moment.astimezone(datetime.timezone.utc).date().isoformat()
+
+
 def document_fields(config: ContentConfig, obj: Model) -> dict[str, Any]:
     """What the Document for ``obj`` holds, with a hash of it to skip unchanged objects."""
     payload = json.loads(json.dumps(config.get_payload(obj), cls=DjangoJSONEncoder))

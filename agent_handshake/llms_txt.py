@@ -17,6 +17,7 @@ from django.utils.crypto import salted_hmac
 
 from . import content_signals
 from .conf import app_settings
+from .indexing import utc_day
 from .models import Document
 from .registry import ContentConfig, capability_registry, content_registry
 from .state import Snapshot
@@ -73,7 +74,7 @@ def document_boundary(snapshot: Snapshot) -> str:
 
 
 def _date(moment: datetime.datetime | None) -> str:
-    return moment.date().isoformat() if moment else ""
+    return utc_day(moment) or ""
 
 
 #: A URL that names its own scheme and host; any other (a path, "/go/https://tea.example/" included) is the site's.

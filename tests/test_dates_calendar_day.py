@@ -125,6 +125,8 @@ def test_agent_reindex_corrects_a_document_stored_on_another_day(client, dated):
 
     assert [result["datePublished"] for result in nlweb(client, {"datePublished": "2024-03-10"})] == ["2024-03-10"]
     assert nlweb(client, {"datePublished": "2024-03-09"}) == []
+    text = b"".join(client.get("/llms-full.txt").streaming_content).decode()
+    assert "Published: 2024-03-10" in text
 
 
 @pytest.mark.parametrize("zone", ["Europe/Berlin", "America/Los_Angeles"])
@@ -144,3 +146,5 @@ def test_a_site_without_time_zone_support_shows_and_filters_the_day_typed(client
     )
     assert [result["datePublished"] for result in nlweb(client, {"datePublished": "2024-03-10"})] == ["2024-03-10"]
     assert nlweb(client, {"datePublished": "2024-03-09"}) == []
+    text = b"".join(client.get("/llms-full.txt").streaming_content).decode()
+    assert "Published: 2024-03-10" in text

@@ -86,3 +86,20 @@ def test_item_type_and_price_together_meet_both(client, demo_content):
     assert answer["results"]
     assert all(10 <= float(r["offers"]["price"]) <= 30 for r in answer["results"])
     assert {r["@type"] for r in answer["results"]} == {"Product"}
+
+
+def test_the_answer_cache_reads_no_list_of_the_priced_documents(client, demo_content):
+    """The answer cache's key named the filter's documents by their ids: reading them for it cost what the subquery
+    saves (a fifth of a second at 100,000 products). A query's documents change with the site's data, which no key
+    names, so such an answer is not cached: asked again after a price changes (no document changed), the answer
+    follows the price."""
+    with CaptureQueriesContext(connection) as captured:
+        response, answer = ask(client, "green tea", query={"price": "under 20"})
+    assert response.status_code == 200, answer
+    ids = 'SELECT "agent_handshake_document"."id" AS "pk" FROM "agent_handshake_document"'
+    listing = [q["sql"] for q in captured.captured_queries if q["sql"].startswith(ids) and "price" in q["sql"]]
+    assert listing == [], listing
+    cheapest = next(r for r in answer["results"] if r.get("offers"))
+    Product.objects.filter(name=cheapest["name"]).update(price=Decimal("25.00"))  # no signal, no document change
+    _, again = ask(client, "green tea", query={"price": "under 20"})
+    assert cheapest["name"] not in [r["name"] for r in again["results"]]

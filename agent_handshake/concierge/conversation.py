@@ -404,7 +404,8 @@ def _answer(
     capability = question.capability
     # A model's answer may draw on the conversation: cached, it would be served to another one.
     personal = bool(context.history) and get_answer_backend().name != "extractive"
-    cache_key = _cache_key(context) if standalone == question.text and not clarified and not personal else None
+    cacheable = standalone == question.text and not clarified and not personal and not context.filters.by_query
+    cache_key = _cache_key(context) if cacheable else None
     cache = caches[app_settings.CACHE_ALIAS]
     cached = cache.get(cache_key) if cache_key else None
     if cached is not None:

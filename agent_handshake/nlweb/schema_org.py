@@ -12,15 +12,14 @@ only if it is the site's own path or an ``http(s)`` URL (no ``javascript:``, ``d
 
 from __future__ import annotations
 
-import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 
 from ..concierge.backends import CONTROL, strip_markup
+from ..indexing import utc_day
 from ..models import Document
 
 CONTEXT = "https://schema.org"
@@ -68,17 +67,6 @@ def _price(value: Any) -> str | None:
         return None
 
 
-def _date(moment: datetime.datetime | None) -> str | None:
-    """The UTC day of ``moment``, the day the date filters match it on (a calendar date is stored as its midnight
-    UTC). Without ``USE_TZ`` the database gives naive datetimes in the site's time zone: 00:00 UTC read in Los
-    Angeles is the evening before."""
-    if moment is None:
-        return None
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return moment.astimezone(datetime.timezone.utc).date().isoformat()
-
-
 def schema_type(document: Document) -> str:
     return rendered_type(document.schema_type, document.ahp_content_type)
 
@@ -107,7 +95,7 @@ def item(document: Document, base_url: str) -> dict[str, Any]:
     if document.summary:
         result["description"] = text(document.summary)
     if document.published_at:
-        result["datePublished"] = _date(document.published_at)
+        result["datePublished"] = utc_day(document.published_at)
     payload = document.payload if isinstance(document.payload, dict) else {}
     kind = document.ahp_content_type
     if kind == "application/data":
@@ -168,4 +156,4 @@ def _media(result: dict[str, Any], payload: dict[str, Any], base_url: str, docum
         if isinstance(payload.get(key), int) and not isinstance(payload.get(key), bool):
             result[name] = payload[key]
     if document.published_at:
-        result["uploadDate"] = _date(document.published_at)
+        result["uploadDate"] = utc_day(document.published_at)

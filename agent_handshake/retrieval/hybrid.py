@@ -42,6 +42,12 @@ class Filters:
     published_before: datetime.datetime | None = None
     documents: Sequence[int] | QuerySet | None = None
 
+    @property
+    def by_query(self) -> bool:
+        """Whether ``documents`` is a query: what it selects follows the site's data (a price), which no cache key
+        names, and reading its ids to name them would cost what the subquery saves."""
+        return isinstance(self.documents, QuerySet)
+
     def sql(self) -> tuple[str, list]:
         clauses, params = [], []
         # No models named: the registered ones, when the index also holds another's (see :func:`unserved_labels`).
