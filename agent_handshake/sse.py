@@ -41,9 +41,26 @@ _DONE = object()
 UNICODE_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
 
 
+#: One event as OpenAPI describes a ``text/event-stream`` response (3.2's ``itemSchema``; 3.0 and 3.1 tools such as
+#: schemathesis read a media type's ``schema`` so): its fields as the HTML specification parses them, the data one
+#: line of JSON. :func:`event` sends no other name.
+EVENT_NAMES = ("start", "result", "content", "complete", "failure", "end")
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One Server-Sent Event: its name, and its data as one line of JSON.",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": list(EVENT_NAMES)},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
 def event(name: str, data: Any) -> bytes:
     """One event: its name and its data as one line of JSON (JSON escapes CR and LF, and we the line breaks it
     does not, :data:`UNICODE_LINE_BREAKS`: one ``data:`` line)."""
+    if name not in EVENT_NAMES:  # the API document lists them (EVENT_SCHEMA)
+        raise ValueError(f"{name!r} is not an event the API document describes")
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).translate(UNICODE_LINE_BREAKS)
     return f"event: {name}\ndata: {payload}\n\n".encode()
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse
 
+from ..sse import EVENT_SCHEMA
+
 
 def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -89,7 +91,7 @@ FAILURES = {
 
 def _events(what: str) -> OpenApiResponse:
     return OpenApiResponse(
-        {"type": "string"}, description=f"With prefer.streaming or Accept: text/event-stream: {what} as events."
+        EVENT_SCHEMA, description=f"With prefer.streaming or Accept: text/event-stream: {what} as events."
     )
 
 
