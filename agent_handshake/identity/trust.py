@@ -1,8 +1,11 @@
 """What a verified agent has earned: its trust score, and the tier that follows from it.
 
-Trust starts at 0.5, goes up by ``+0.05`` for every request the site accepted and down by ``-0.02`` for every one it
-refused (any 4xx: a malformed request, a scope it lacks, a rate limit), clamped to [0, 1]; a 5xx is the site's own
-failure and moves nothing. :func:`record` changes it in one statement that also writes the
+Trust starts at 0.5, goes up by ``+0.05`` for every request the site accepted and did work for (a question answered,
+a capability or tool called, a page read, an intent answered) and down by ``-0.02`` for every one it refused (any 4xx:
+a malformed request, a scope it lacks, a rate limit), clamped to [0, 1]; a 5xx is the site's own failure and moves
+nothing. Housekeeping that does no work for anyone (MCP's ``initialize``, ``ping``, listings and notifications, its
+``job_status`` poll: ``mcp/server.py``'s ``earns_trust``) moves trust only when refused: accepted, ten of them would
+take a new DID to the top tier. :func:`record` changes it in one statement that also writes the
 :class:`~agent_handshake.models.TrustEvent` history row, so concurrent requests never lose an update. An operator
 may pin an agent's trust (requests no longer change it) or block the DID (every request gets 403, and the work it
 queued before stops acting for it: :func:`blocked_owner`).
