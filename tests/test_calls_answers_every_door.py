@@ -158,8 +158,6 @@ def test_an_answer_to_the_question_for_a_text_field_fills_it(client, demo_conten
 
 # --- two fields asked for -------------------------------------------------------------------------------------------
 
-CALLS = ["ahp", "mcp", "nlweb"]  # the doors whose question is the concierge's (IntentWeb words its own)
-
 
 @pytest.mark.parametrize("door", DOORS)
 @pytest.mark.parametrize(
@@ -195,7 +193,7 @@ def test_a_plain_answer_to_two_fields_keeps_what_it_plainly_gives_and_asks_for_t
     assert (booked().name, booked().email) == ("Ada Lovelace", "ada@example.com")
 
 
-@pytest.mark.parametrize("door", CALLS)
+@pytest.mark.parametrize("door", DOORS)
 def test_the_question_asked_again_says_what_was_taken_and_how_to_label(client, demo_content, door):
     agent = asked_for_name_and_email(client, door)
     assert 'Give each value after its name, one per line or separated by ";" ("name: ...; email: ...")' in (

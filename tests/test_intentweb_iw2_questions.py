@@ -11,30 +11,12 @@ import re
 import pytest
 
 from demo_site.shop.models import Appointment
-from tests.test_calls_answers_every_door import asked_for_name_and_email
 from tests.test_intentweb import Agent, key
 from tests.test_mcp import tasting_booking
 
 pytestmark = pytest.mark.django_db
 
 LABEL_HINT = 'Give each value after its name, one per line or separated by ";"'
-
-
-def test_the_question_asked_again_says_what_was_taken_and_how_to_label(client, demo_content):
-    agent = asked_for_name_and_email(client, "intentweb")
-    assert f'{LABEL_HINT} ("name: ...; email: ...")' in agent.question
-    assert "To book appointment, I still need:" in agent.question
-    assert "Your answer" not in agent.question  # no answer yet, nothing to say of one
-    assert "Thank you" not in agent.question
-    agent.says("Ada Lovelace")
-    assert "Your answer did not give what I asked for. To book appointment, I still need:" in agent.question
-    assert "name: ...; email: ..." in agent.question
-    agent.says("Ada Lovelace, ada@example.com")
-    assert "Thank you: I have email now. To book appointment, I still need: name:" in agent.question
-    assert "Give each value" not in agent.question  # one field: a plain answer will do
-    assert "| Email | ada@example.com |" in agent.question  # and what the site has so far, as before
-    agent.says("Ada Lovelace")
-    assert agent.done, agent.question
 
 
 def test_the_label_example_can_be_filled_in_as_it_stands(client, demo_content):
