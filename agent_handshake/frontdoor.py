@@ -169,6 +169,10 @@ class FrontDoorView(APIView, abc.ABC):
     #: Set by a handler whose 2xx answer reports the site's own failure (an MCP tool call with search down): as for
     #: a 5xx, a verified agent's trust does not move for it (unless :attr:`declined` is set too).
     site_failed = False
+    #: False for a request that does no work for the agent (housekeeping: a job's status, NLWeb's /await, the schema
+    #: templates' listing, MCP's ping): accepted, it moves a verified agent's trust no more than a 5xx does (ten of
+    #: them would otherwise take a new DID to the top tier); refused, it lowers trust as any refusal does.
+    earns_trust = True
 
     @abc.abstractmethod
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
@@ -287,9 +291,10 @@ class FrontDoorView(APIView, abc.ABC):
         failed = response.status_code >= 500 or (self.site_failed and not self.declined)
         # An OPTIONS asks the site nothing (an empty answer, uncounted): accepted, it would farm trust for free.
         asked = request.method != "OPTIONS"
-        if getattr(credentials, "agent", None) is not None and asked and not failed:
-            status = response.status_code
-            accepted = status < 400 and not self.declined
+        status = response.status_code
+        accepted = status < 400 and not self.declined
+        idle = accepted and not self.earns_trust  # housekeeping, accepted: no work done that trust could reward
+        if getattr(credentials, "agent", None) is not None and asked and not failed and not idle:
             note = "" if accepted or status >= 400 else " (not accepted)"
             trust.record(credentials.agent.pk, accepted, f"{request.method} {request.path[:120]} -> {status}{note}")
         return counter.headers(response)

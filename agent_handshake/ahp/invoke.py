@@ -131,6 +131,7 @@ class JobStatusView(AHPView):
 
     http_method_names = ["get", "head", "options"]
     allowed = ["GET"]
+    earns_trust = False  # a poll: the request that started the job earned what it did
 
     @described(**STATUS)
     def get(self, request: Request, session_id: str) -> HttpResponseBase:

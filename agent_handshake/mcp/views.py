@@ -222,10 +222,8 @@ class MCPView(FrontDoorView):
         self.declined = self.declined or any(exchange.refused for exchange in exchanges)
         # One the site failed to serve (its 5xx on AHP) moves nothing, unless the batch also holds a refusal.
         self.site_failed = any(exchange.failed for exchange in exchanges)
-        # Accepted housekeeping (initialize, ping, the listings, a notification, a job's status: no work done for the
-        # agent) moves no trust either, as the front door treats a request it did not serve; refused, it lowers trust.
-        if response.status_code < 400 and not self.declined and not getattr(self, "worked", False):
-            self.site_failed = True
+        # Housekeeping (initialize, ping, the listings, a notification, a job's status) earns no trust.
+        self.earns_trust = getattr(self, "worked", False)
         if any(exchange.replayed for exchange in exchanges):
             response.headers["Idempotent-Replayed"] = "true"
         if labels := [label for exchange in exchanges for label in exchange.signal_labels]:

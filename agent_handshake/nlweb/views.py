@@ -353,6 +353,8 @@ def clarification_body(turn: Turn) -> dict[str, Any]:
 class AwaitView(NLWebView):
     """``POST /await``: check in on a Promise's job, or cancel it; its ``prefer`` is read as ``/ask``'s is."""
 
+    earns_trust = False  # a poll (or a cancel): the /ask that started the job earned what it did
+
     @described(**AWAIT)
     def post(self, request: Request) -> HttpResponseBase:
         wait = parse_await(request.data)

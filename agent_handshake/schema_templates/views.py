@@ -74,6 +74,7 @@ class SchemaTemplateView(SchemaTemplatesBase):
     """``GET /schema-templates/<scenario>``: one template, in the ``preferred_language`` when editors wrote it."""
 
     http_method_names = ["get", "head", "options"]
+    earns_trust = False  # reading a template is discovery, as MCP's tools/list is
 
     @described(**openapi.GET_TEMPLATE)
     def get(self, request: Request, scenario: str) -> HttpResponseBase:
@@ -89,6 +90,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
 
     @described(**openapi.LIST)
     def get(self, request: Request) -> HttpResponseBase:
+        self.earns_trust = False  # the listing is discovery; a submission (POST) is work
         scenarios = []
         for capability in templates.offered():
             row = templates.current(capability)
