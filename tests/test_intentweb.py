@@ -614,15 +614,19 @@ def test_a_clarification_asked_again_can_be_answered(client, demo_content, regis
     assert reply["required_fields"] == ["title"]
 
 
-def test_an_async_intents_callback_gets_the_signed_final_envelope(client, demo_content):
+@pytest.mark.parametrize("version", ["1.0", "1.2"])
+def test_an_async_intents_callback_gets_the_signed_final_envelope(client, demo_content, version):
+    """The envelope the interaction's next message would get, in the IntentWeb version the interaction was started
+    in (§3.3: "Same as request"; the interaction kept none, and a 1.2 client's callback said 1.0)."""
     from tests.test_callbacks import Receiver
+    from tests.test_intentweb_iw_version import VersionedAgent
 
     receiver = Receiver().start()
     try:
-        agent = Agent(client, secret=key())
+        agent = VersionedAgent(client, version, secret=key())
         hook = receiver.url("/intent-hook")
         _, reply = agent.send("intent_request", "Can a person help me with a custom order?", callback_url=hook)
-        assert reply["status"] == "accepted", reply
+        assert (reply["status"], reply["protocol_version"]) == ("accepted", version), reply
         job = Job.objects.get(pk=reply["external_id"])
         assert job.callback_url == hook
         run_job(job.pk)
@@ -634,6 +638,7 @@ def test_an_async_intents_callback_gets_the_signed_final_envelope(client, demo_c
         assert posted["flow_type"] == "execution_result"
         assert posted["interaction_id"] == agent.interaction_id
         assert posted["attribution"]["query_hash"] == agent.query_hash
+        assert posted["protocol_version"] == version
         assert "wholesale@lanternkettle.example" in posted["message"]
     finally:
         receiver.stop()
