@@ -44,7 +44,7 @@ UNICODE_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "
 #: One event as OpenAPI describes a ``text/event-stream`` response (3.2's ``itemSchema``; 3.0 and 3.1 tools such as
 #: schemathesis read a media type's ``schema`` so): its fields as the HTML specification parses them, the data one
 #: line of JSON. :func:`event` sends no other name.
-EVENT_NAMES = ("start", "result", "content", "complete", "failure", "end")
+EVENT_NAMES = ("start", "result", "content", "elicitation", "promise", "complete", "failure", "end")
 EVENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "One Server-Sent Event: its name, and its data as one line of JSON.",
