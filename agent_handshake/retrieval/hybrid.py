@@ -168,8 +168,8 @@ class HybridRetriever:
     ) -> list[tuple[int, float]]:
         """The nearest passages as (passage id, cosine similarity to the query), nearest first.
 
-        ``read``: ``"auto"`` walks the HNSW graph, and reads exactly when a filtered walk comes back short of
-        ``limit``; ``"graph"`` and ``"exact"`` do one or the other alone (bench/bench_converse.py times each)."""
+        ``read``: ``"auto"`` walks the HNSW graph, and reads exactly when the walk comes back short of ``limit``;
+        ``"graph"`` and ``"exact"`` do one or the other alone (bench/bench_converse.py times each)."""
         if read not in ("auto", "graph", "exact"):
             raise ValueError('read must be "auto", "graph" or "exact"')
         index = current_index(self.backend, create=False)
@@ -199,11 +199,13 @@ class HybridRetriever:
                     [literal, *params, literal, limit],
                 )
                 rows = cursor.fetchall()
-            if read == "exact" or (read == "auto" and where and len(rows) < limit):
-                # Short of the limit: either the filters leave fewer rows than that (read them all, cheaply), or
-                # the iterative scan gave up at hnsw.max_scan_tuples before it found them: a few pages of a large
-                # site (site_info's), or dead entries that vacuum has not cleared yet. Read exactly: the rows that
-                # pass the filters (through their indexes), each compared ("+ 0": not in the HNSW index's order).
+            if read == "exact" or (read == "auto" and len(rows) < limit):
+                # Short of the limit: either there are fewer rows than that (read them all, cheaply), or the walk
+                # gave up before it found them: an iterative scan at hnsw.max_scan_tuples (a few pages of a large
+                # site, site_info's), or any walk whose ef_search candidates were mostly dead entries that vacuum
+                # has not cleared yet (after a reindex or edits: an unfiltered read then came back with none).
+                # Read exactly: the rows that pass the filters (through their indexes), each compared ("+ 0": not in
+                # the HNSW index's order).
                 cursor.execute(
                     f"SELECT id, {distance} FROM {table} WHERE vector_dims(embedding) = {dims}{where} "
                     f"ORDER BY ({distance}) + 0, id LIMIT %s",
