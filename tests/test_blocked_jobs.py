@@ -152,27 +152,39 @@ def test_a_finished_jobs_callback_is_not_sent_once_its_agent_is_blocked(client):
         hook.stop()
 
 
+def assert_a_retried_callback_is_given_up(job_id, hook, *, withdraw, given_up, restore) -> None:
+    """A callback refused with a 503 (to be tried again) is given up at its next attempt once ``withdraw`` took its
+    owner's standing (``given_up`` checks how the job says so), sending nothing; and stays given up once ``restore``
+    gave the standing back: recovery re-sends only pending callbacks."""
+    assert jobs.deliver_callback(job_id) is not None  # refused with a 503: to be tried again
+    assert len(hook.requests) == 1
+    withdraw()
+    hook.status = 200
+    assert jobs.deliver_callback(job_id) is None
+    assert len(hook.requests) == 1
+    job = Job.objects.get(pk=job_id)
+    given_up(job)
+    assert job.callback_last_status == 503  # the last answer an attempt got; the withholding sent nothing
+    restore()
+    counts = jobs.recover(timezone.now() + datetime.timedelta(hours=1), recovery_seconds=0)
+    assert counts["callbacks_requeued"] == 0
+    assert jobs.deliver_callback(job_id) is None
+    assert len(hook.requests) == 1
+
+
 def test_a_callback_being_retried_is_given_up_once_its_agent_is_blocked(client):
     agent = did_agent(client)
     hook = Receiver(status=503).start()
     try:
         job_id = start_report(client, agent, hook.url())
         assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert jobs.deliver_callback(job_id) is not None  # refused with a 503: to be tried again
-        assert len(hook.requests) == 1
-        block("update", agent)
-        hook.status = 200
-        assert jobs.deliver_callback(job_id) is None
-        assert len(hook.requests) == 1
-        job = Job.objects.get(pk=job_id)
-        assert_given_up_for_the_block(job, attempts=1)
-        assert job.callback_last_status == 503  # the last answer an attempt got; the withholding sent nothing
-        # Recovery re-sends only pending callbacks: a given-up one stays given up, blocked or not.
-        unblock(agent)
-        counts = jobs.recover(timezone.now() + datetime.timedelta(hours=1), recovery_seconds=0)
-        assert counts["callbacks_requeued"] == 0
-        assert jobs.deliver_callback(job_id) is None
-        assert len(hook.requests) == 1
+        assert_a_retried_callback_is_given_up(
+            job_id,
+            hook,
+            withdraw=lambda: block("update", agent),
+            given_up=lambda job: assert_given_up_for_the_block(job, attempts=1),
+            restore=lambda: unblock(agent),
+        )
     finally:
         hook.stop()
 

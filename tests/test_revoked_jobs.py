@@ -26,7 +26,13 @@ from django.utils import timezone
 from agent_handshake import tasks
 from agent_handshake.concierge import callbacks, jobs
 from agent_handshake.models import AgentClient, ApiKey, Job
-from tests.test_blocked_jobs import assert_stays_cancelled, block, did_agent, start_report
+from tests.test_blocked_jobs import (
+    assert_a_retried_callback_is_given_up,
+    assert_stays_cancelled,
+    block,
+    did_agent,
+    start_report,
+)
 from tests.test_callbacks import Receiver
 from tests.test_verified_agents import shown_form
 from tests.testapp.models import Report
@@ -172,21 +178,13 @@ def test_a_callback_being_retried_is_given_up_once_its_key_is_revoked(client, ad
     try:
         job_id = start_report(client, holder, hook.url())
         assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert jobs.deliver_callback(job_id) is not None  # refused with a 503: to be tried again
-        assert len(hook.requests) == 1
-        revoke("admin", holder.key, admin_client)
-        hook.status = 200
-        assert jobs.deliver_callback(job_id) is None
-        assert len(hook.requests) == 1
-        job = Job.objects.get(pk=job_id)
-        assert_given_up(job, REVOKED, attempts=1)
-        assert job.callback_last_status == 503  # the last answer an attempt got; the withholding sent nothing
-        # Recovery re-sends only pending callbacks: a given-up one stays given up, revoked or not.
-        restore(holder.key)
-        counts = jobs.recover(timezone.now() + datetime.timedelta(hours=1), recovery_seconds=0)
-        assert counts["callbacks_requeued"] == 0
-        assert jobs.deliver_callback(job_id) is None
-        assert len(hook.requests) == 1
+        assert_a_retried_callback_is_given_up(
+            job_id,
+            hook,
+            withdraw=lambda: revoke("admin", holder.key, admin_client),
+            given_up=lambda job: assert_given_up(job, REVOKED, attempts=1),
+            restore=lambda: restore(holder.key),
+        )
     finally:
         hook.stop()
 
