@@ -301,8 +301,10 @@ def test_processes_starting_at_once_all_get_the_database(tmp_path):
     for start in starts:
         _, stderr = start.communicate(timeout=120)
         if start.returncode != 0:
-            failures.append(stderr.strip().splitlines()[-1])
-    assert failures == []
+            failures.append(stderr)
+    # The whole of each failure's stderr: a one-off initdb failure (exit status 1, under a loaded machine) was once
+    # seen here with only its last line kept, and could not be explained from it.
+    assert failures == [], "\n---\n".join(failures)
     assert postmaster_pid(data_dir) is None  # and the last one out stopped the server
 
 
