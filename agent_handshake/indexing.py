@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from django.contrib.contenttypes.models import ContentType
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
@@ -144,25 +144,38 @@ def reindex_model(
     *,
     batch_size: int = 500,
     progress: Callable[[int, int], None] | None = None,
+    failed: Callable[[str, Exception], None] | None = None,
 ) -> dict[str, int]:
     """Bring every Document of one model up to date; remove those whose objects are gone.
 
     Unchanged objects (same content hash) are not written, so running it again after an interruption only
-    does the remaining work.
+    does the remaining work. An object that cannot be indexed (its config raises, e.g. a ``get_absolute_url``
+    that cannot reverse an empty slug, or gives a value the table refuses) is logged, counted as "failed" and
+    passed to ``failed`` with the error; its document stays as it was, and the run goes on with the others.
     """
     content_type = ContentType.objects.get_for_model(config.model)
     hashes = dict(
         Document.objects.filter(content_type=content_type).values_list("object_id", "content_hash").iterator()
     )
-    counts = {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0}
+    counts = {"created": 0, "updated": 0, "unchanged": 0, "deleted": 0, "failed": 0}
     queryset = config.get_queryset().order_by("pk")
     total = queryset.count()
     seen: set[str] = set()
     for done, obj in enumerate(queryset.iterator(chunk_size=batch_size), start=1):
         object_id = str(obj.pk)
         seen.add(object_id)
-        with transaction.atomic():
-            counts[_store(config, content_type, obj, existing=hashes.get(object_id))] += 1
+        try:
+            with transaction.atomic():
+                counts[_store(config, content_type, obj, existing=hashes.get(object_id))] += 1
+        except (OperationalError, InterfaceError):
+            raise  # the database itself, not this object: every other object would fail the same way
+        except Exception as exc:
+            # One object must not stop the run: before, the objects after it, the removal of unpublished objects'
+            # documents and every later model waited on a fix of that one object.
+            logger.exception("Could not index %s %s", config.label, object_id)
+            counts["failed"] += 1
+            if failed:
+                failed(object_id, exc)
         if progress:
             progress(done, total)
     stale = [object_id for object_id in hashes if object_id not in seen]

@@ -18,7 +18,8 @@ class Command(BaseCommand):
     help = (
         "Bring the agent documents of registered models up to date. Unchanged objects are skipped, so an "
         "interrupted run resumes where it stopped. Without --model, the documents of models no longer registered "
-        "are removed too."
+        "are removed too. An object that cannot be indexed is named and skipped; the run goes on, then exits with "
+        "an error."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -83,12 +84,21 @@ class Command(BaseCommand):
                     "Embedding all documents again; searches answer from their current passages meanwhile."
                 )
         verbose = options["verbosity"] >= 1
+        failures: list[str] = []
         for config in configs:
             started = time.monotonic()
+
+            def failed(object_id: str, exc: Exception, label: str = config.label) -> None:
+                failures.append(f"{label} {object_id} ({type(exc).__name__}: {exc})")
+                self.stderr.write(f"Could not index {failures[-1]}")
+
             counts = reindex_model(
-                config, batch_size=batch_size, progress=self._progress_bar(config.label) if verbose else None
+                config,
+                batch_size=batch_size,
+                progress=self._progress_bar(config.label) if verbose else None,
+                failed=failed,
             )
-            summary = ", ".join(f"{count} {state}" for state, count in counts.items())
+            summary = ", ".join(f"{count} {state}" for state, count in counts.items() if count or state != "failed")
             if not options["no_passages"]:
                 try:
                     embedded = index_passages(
@@ -104,6 +114,13 @@ class Command(BaseCommand):
         if not options["no_passages"]:
             lexemes = refresh_lexeme_stats()
             self.stdout.write(f"Full-text statistics rebuilt ({lexemes} lexemes).")
+        if failures:
+            # After all the rest is done, so that a scheduled run still fails loudly (a non-zero exit) for them.
+            shown = "; ".join(failures[:10]) + ("; ..." if len(failures) > 10 else "")
+            raise CommandError(
+                f"{len(failures)} object{'s' if len(failures) != 1 else ''} could not be indexed (their documents are "
+                f"left as they were; the log has the tracebacks): {shown}"
+            )
 
     def _progress_bar(self, label: str):
         interactive = self.stdout.isatty() if hasattr(self.stdout, "isatty") else False
