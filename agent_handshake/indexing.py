@@ -49,18 +49,38 @@ def utc_day(moment: datetime.datetime | None) -> str | None:
     return moment.astimezone(datetime.timezone.utc).date().isoformat()
 
 
+def storable(value: Any) -> Any:
+    """``value`` (a string, or dicts and lists of them) as PostgreSQL can store it: without NUL characters, which
+    neither text nor jsonb may hold, and with each lone UTF-16 surrogate, which UTF-8 cannot encode, as U+FFFD (a
+    pair is joined into its character). Text a config extracts from a file or a feed may hold either; before, its
+    document could not be written at all."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", "")
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    return value
+
+
 def document_fields(config: ContentConfig, obj: Model) -> dict[str, Any]:
     """What the Document for ``obj`` holds, with a hash of it to skip unchanged objects."""
-    payload = json.loads(json.dumps(config.get_payload(obj), cls=DjangoJSONEncoder))
-    url = config.get_url(obj)
+    payload = storable(json.loads(json.dumps(config.get_payload(obj), cls=DjangoJSONEncoder)))
+    url = storable(config.get_url(obj))
     fields = {
         "url": url,
         "path": urlsplit(url).path,
-        "title": config.get_title(obj)[:500],
-        "summary": config.get_summary(obj),
-        "markdown": config.get_markdown(obj),
+        "title": storable(config.get_title(obj))[:500],
+        "summary": storable(config.get_summary(obj)),
+        "markdown": storable(config.get_markdown(obj)),
         "published_at": _as_datetime(config.get_published_at(obj)),
-        "schema_type": config.get_schema_type(obj),
+        "schema_type": storable(config.get_schema_type(obj)),
         "ahp_content_type": config.content_type,
         "payload": payload,
     }
