@@ -18,7 +18,7 @@ from ..conf import app_settings
 from ..identity.site_key import site_did, site_public_key
 from ..registry import AHP_VERSION
 from . import resources, tools
-from .jsonrpc import METHOD_NOT_FOUND, Message, RpcError
+from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from .tools import Exchange
 from .versions import SERVER_INFO_META, VERSIONS
 
@@ -71,15 +71,32 @@ def discover(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     }
 
 
+def unpaged(params: dict[str, Any]) -> None:
+    """A list we serve in one page gives no cursor, so any cursor sent is not ours: -32602, as pagination says
+    invalid cursors should be (resources/list checks its own)."""
+    if params.get("cursor") is not None:
+        raise RpcError(INVALID_PARAMS, "params.cursor is not a cursor this server gave (this list has one page).")
+
+
+def tools_list(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    unpaged(params)
+    return {"tools": tools.definitions(exchange.revision)}
+
+
+def resource_templates(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
+    unpaged(params)
+    return {"resourceTemplates": []}
+
+
 METHODS: dict[str, Callable[[dict[str, Any], Exchange], dict[str, Any]]] = {
     "initialize": initialize,
     "server/discover": discover,
     "ping": lambda params, exchange: {},
-    "tools/list": lambda params, exchange: {"tools": tools.definitions(exchange.revision)},
+    "tools/list": tools_list,
     "tools/call": tools.call,
     "resources/list": resources.listing,
     "resources/read": resources.read,
-    "resources/templates/list": lambda params, exchange: {"resourceTemplates": []},
+    "resources/templates/list": resource_templates,
 }
 
 
