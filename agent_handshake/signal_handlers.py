@@ -13,7 +13,7 @@ import logging
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
@@ -39,20 +39,22 @@ def index_on_save_mode() -> str:
     return "celery" if conf.broker_url or conf.broker_write_url else "sync"
 
 
-def _sync_on_commit(instance: Model) -> None:
+def _sync_on_commit(instance: Model, using: str) -> None:
     """Queue the object's re-indexing for when the transaction commits (``INDEX_ON_SAVE``)."""
-    _reindex_on_commit(type(instance), instance.pk)
+    _reindex_on_commit(type(instance), instance.pk, using)
 
 
-def _reindex_on_commit(model: type[Model], pk: Any) -> None:
+def _reindex_on_commit(model: type[Model], pk: Any, using: str) -> None:
     mode = index_on_save_mode()
     meta = model._meta
     # Strings, not the instance: the task may run in another process, after the row changed again.
     args = (meta.app_label, meta.model_name, str(pk))
+    # On the commit of the database the row was written to: a save on another alias waited for ``default``'s
+    # transaction, or ran at once when it had none, before its own commit, and found nothing to index.
     if mode == "celery":
-        transaction.on_commit(partial(_queue, *args))
+        transaction.on_commit(partial(_queue, *args), using=using)
     elif mode == "sync":
-        transaction.on_commit(partial(_index_now, *args))
+        transaction.on_commit(partial(_index_now, *args), using=using)
 
 
 def _queue(app_label: str, model_name: str, pk: str) -> None:
@@ -93,16 +95,18 @@ def _index_now(app_label: str, model_name: str, pk: str) -> None:
         state.invalidate()
 
 
-def object_saved(sender: type[Model], instance: Model, raw: bool = False, **kwargs: Any) -> None:
+def object_saved(
+    sender: type[Model], instance: Model, raw: bool = False, using: str = DEFAULT_DB_ALIAS, **kwargs: Any
+) -> None:
     # Fixture loading (raw=True) saves rows before their relations exist; `agent_reindex` follows it. A model
     # unregistered since keeps its receivers, and has nothing to index by.
     if not raw and content_registry.is_registered(sender):
-        _sync_on_commit(instance)
+        _sync_on_commit(instance, using)
 
 
-def object_deleted(sender: type[Model], instance: Model, **kwargs: Any) -> None:
+def object_deleted(sender: type[Model], instance: Model, using: str = DEFAULT_DB_ALIAS, **kwargs: Any) -> None:
     if content_registry.is_registered(sender):
-        _sync_on_commit(instance)
+        _sync_on_commit(instance, using)
 
 
 def relations_changed(
@@ -112,6 +116,7 @@ def relations_changed(
     reverse: bool,
     model: type[Model],
     pk_set: set[Any] | None,
+    using: str = DEFAULT_DB_ALIAS,
     **kwargs: Any,
 ) -> None:
     """Re-index the registered objects on either side of a many-to-many change.
@@ -121,17 +126,17 @@ def relations_changed(
     rows go (Django runs add, remove and clear in a transaction, so the work still happens after the commit).
     """
     if action in ("post_add", "post_remove", "post_clear") and content_registry.is_registered(type(instance)):
-        _sync_on_commit(instance)
+        _sync_on_commit(instance, using)
     if not content_registry.is_registered(model):
         return
     if action in ("post_add", "post_remove") and pk_set:
         pks = list(pk_set)  # no query: indexing reads each object itself (and drops what is no longer published)
     elif action == "pre_clear":
-        pks = list(_linked(sender, instance, reverse, model).values_list("pk", flat=True))
+        pks = list(_linked(sender, instance, reverse, model).using(using).values_list("pk", flat=True))
     else:
         return
     for pk in pks:
-        _reindex_on_commit(model, pk)
+        _reindex_on_commit(model, pk, using)
 
 
 def _linked(through: type[Model], instance: Model, reverse: bool, model: type[Model]):
