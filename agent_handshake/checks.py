@@ -240,11 +240,11 @@ def _check_setting_values() -> list[Error]:
                 _setting_error("RATE_LIMITS", f"[{tier!r}]['token_budget'] is {budget!r}.", hint='e.g. "5000/session".')
             )
     suffix = app_settings.MARKDOWN_SUFFIX
-    if not suffix or "/" in suffix or suffix != suffix.strip():
-        # "" ends every URL: every page would be answered with the markdown of the "/" document.
-        errors.append(
-            _setting_error("MARKDOWN_SUFFIX", f"is {suffix!r}.", hint='A suffix such as ".md", with no "/" or spaces.')
-        )
+    if not suffix or any(char in "/?#" or char.isspace() for char in suffix):
+        # "" ends every URL: every page would be answered with the markdown of the "/" document; a path never
+        # holds a "?" or "#" (they begin the query string and the fragment), so no URL would end with such a one.
+        hint = 'A suffix such as ".md", with no "/", "?", "#" or spaces.'
+        errors.append(_setting_error("MARKDOWN_SUFFIX", f"is {suffix!r}.", hint=hint))
     for name in ("AGENT_RATE_LIMIT", "ACTION_RATE_LIMIT"):
         rate = getattr(app_settings, name)
         if rate and not RATE.match(rate):

@@ -92,6 +92,9 @@ def test_w001_unknown_key():
         {"INSIGHTS_FLUSH_SECONDS": -1},
         {"MARKDOWN_SUFFIX": ""},  # every URL ends with it: every page would be the "/" document's markdown
         {"MARKDOWN_SUFFIX": "/md"},
+        {"MARKDOWN_SUFFIX": ".m d"},  # the hint says no spaces: not only at its ends
+        {"MARKDOWN_SUFFIX": ".md?raw"},  # a path never holds its query string: no URL would ever end with it
+        {"MARKDOWN_SUFFIX": ".md#top"},
         {"RETRIEVAL_CANDIDATES": 1001},  # pgvector's hnsw.ef_search is at most 1000: every search would fail
         {"HNSW_EF_SEARCH": 5000},
         {"ROUTING_CHOICE_MIN_SCORE": 1.5},
