@@ -331,11 +331,10 @@ def test_a_full_buffer_drops_and_counts_and_never_fails_a_request(client, db, de
 
 
 def test_a_record_the_database_refuses_is_dropped_and_the_others_are_written(client, db, demo_content, caplog):
-    # Request bodies cannot carry a NUL (the front doors refuse them); a record holding one stands for any data the
-    # database refuses.
+    # Request bodies cannot carry a NUL (the front doors refuse them, and an anonymous sender's name is stored without
+    # control characters); a record holding one stands for any data the database refuses.
     record = recording.begin("ahp", "content_search")
-    recording.note(requesting_agent="nul\x00agent")
-    record.settle(200, agent_kind="anonymous", address="192.0.2.1")
+    record.settle(200, agent_kind="key", agent="nul\x00agent")
     recording.finish(record)
     assert converse(client, "How should I brew hojicha?").status_code == 200
     with caplog.at_level(logging.WARNING, logger="agent_handshake.insights.recording"):

@@ -1,9 +1,12 @@
 """What is taken out of a question before it is stored: email addresses, secrets, phone numbers and long digit runs.
 
 The text is normalised first, and the normalised text is what is stored: Unicode NFKC (full-width digits become
-``0-9``, a non-breaking space a space), invisible characters that could split a number (soft hyphen, zero-width
-space, word joiner, byte-order mark) removed, every Unicode hyphen, dash or minus sign (U+2010 to
-U+2015, U+2212...) turned into ``-``, and any run of whitespace into one space.
+``0-9``, a non-breaking space a space), every control and format character that is not white space removed
+(invisible characters that could split a number: soft hyphen, zero-width space, word joiner, byte-order mark; and
+those that change what an operator is shown: bidi overrides and isolates that reorder a line, so that "moc.elgoog"
+after U+202E reads "google.com", zero-width joiners and tag characters that make two names look alike or hide
+words, a terminal's escape codes), every Unicode hyphen, dash or minus sign (U+2010 to U+2015, U+2212...)
+turned into ``-``, and any run of whitespace into one space.
 
 - ``[email]``: anything shaped like ``name@domain.tld``.
 - ``[phone]``: a number written in groups with 7 to 15 digits in all, such as ``+33 6 12 34 56 78``,
@@ -30,8 +33,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-#: Characters that do not show but could split a number so that it is not seen: removed.
-INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
+#: Character categories that do not show: a control character (Cc) that is not white space, a format character (Cf).
+#: They could split a number so that it is not seen, or change what is shown of the text (see the module docstring).
+INVISIBLE_CATEGORIES = ("Cc", "Cf")
 #: Unicode hyphens, dashes and minus signs (after NFKC): turned into "-".
 DASHES = re.compile("[\u2010-\u2015\u2043\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d]")
 WHITESPACE = re.compile(r"\s+")
@@ -92,7 +96,7 @@ def normalise(text: str) -> str:
     """``text`` in NFKC, without invisible characters, with ``-`` for every dash and one space for any run of
     whitespace."""
     text = unicodedata.normalize("NFKC", text)
-    text = INVISIBLE.sub("", text)
+    text = "".join(char for char in text if char.isspace() or unicodedata.category(char) not in INVISIBLE_CATEGORIES)
     text = DASHES.sub("-", text)
     return WHITESPACE.sub(" ", text)
 
