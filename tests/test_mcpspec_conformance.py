@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from jsonschema import Draft202012Validator
+from jsonschema.validators import validator_for
+
+from agent_handshake.registry import Capability, capability_registry
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +60,73 @@ def test_an_invalid_cursor_on_every_paginated_list_is_invalid_params(client, met
         response, body = rpc(client, method, params, version=version)
         assert response.status_code == 200
         assert "result" in body, body
+
+
+# --- the JSON Schema dialect of the tools' schemas --------------------------------------------------------------
+
+#: Draft-07, the dialect the capabilities' schemas are written in (AHP's) and checked with (checks.py, the
+#: concierge's validator): a booking slot as a tuple, a date and a party size (draft-07's array form of items).
+SLOT = {"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": False}
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_the_tools_schemas_say_the_dialect_the_site_validates_with(client, registries, version):
+    """basic/index, JSON Schema Usage (2025-11-25 and 2026-07-28): "When a schema does not include a $schema field,
+    it defaults to JSON Schema 2020-12", "Schemas MUST be valid according to their declared or default dialect" and
+    "Clients and servers MUST validate schemas according to their declared or default dialect". A capability's
+    input_schema and output_schema are draft-07 (AHP's dialect, what the site checks them and their data with), and
+    the tools carried them with no $schema, so a client read them as 2020-12: a draft-07 tuple (items as an array)
+    is no valid 2020-12 schema, and the official client refused every result of such a tool ("Invalid schema for
+    tool"). Both schemas now say they are draft-07 (a schema's own $schema is kept)."""
+    capability_registry.register(
+        Capability(
+            name="hold_slot",
+            description="Hold a tasting slot: a date and a party size.",
+            mode="MODE3",
+            action_type="query",
+            input_schema={"type": "object", "properties": {"slot": SLOT}},
+            output_schema={"type": "object", "required": ["slot"], "properties": {"slot": SLOT}},
+            handler=lambda invocation: {"slot": invocation.input["slot"]},
+        )
+    )
+    _, body = rpc(client, "tools/list", version=version)
+    tool = next(tool for tool in body["result"]["tools"] if tool["name"] == "hold_slot")
+    validators = {}
+    for key in ("inputSchema", "outputSchema"):
+        schema = tool[key]
+        # What a client does: the dialect the schema declares, else the one the spec makes the default.
+        validators[key] = validator_for(schema, default=Draft202012Validator)
+        validators[key].check_schema(schema)
+        assert validators[key] is not Draft202012Validator, key
+    arguments = {"query": "hold a slot", "slot": ["2031-05-01", 4]}
+    validators["inputSchema"](tool["inputSchema"]).validate(arguments)
+    assert not validators["inputSchema"](tool["inputSchema"]).is_valid({"slot": ["2031-05-01", 4, "extra"]})
+    _, body = rpc(client, "tools/call", {"name": "hold_slot", "arguments": arguments}, version=version)
+    result = body["result"]
+    assert result["isError"] is False, result
+    validators["outputSchema"](tool["outputSchema"]).validate(result["structuredContent"])
+    # The revisions before the default was written down get the schemas as they are.
+    _, body = rpc(client, "tools/list", version="2025-06-18")
+    tool = next(tool for tool in body["result"]["tools"] if tool["name"] == "hold_slot")
+    assert "$schema" not in tool["inputSchema"]
+    assert tool["outputSchema"] == capability_registry.get("hold_slot").output_schema
+
+
+def test_a_schema_that_names_its_own_dialect_keeps_it(client, registries):
+    """ "Schemas MAY include a $schema field to specify a different dialect": one the capability gives is kept."""
+    own = "https://json-schema.org/draft/2019-09/schema"
+    capability_registry.register(
+        Capability(
+            name="own_dialect",
+            description="A capability whose output schema names its dialect.",
+            mode="MODE3",
+            action_type="query",
+            input_schema={"type": "object", "properties": {"sku": {"type": "string"}}},
+            output_schema={"$schema": own, "type": "object", "properties": {"sku": {"type": "string"}}},
+            handler=lambda invocation: {"sku": "x"},
+        )
+    )
+    _, body = rpc(client, "tools/list", version="2025-11-25")
+    tool = next(tool for tool in body["result"]["tools"] if tool["name"] == "own_dialect")
+    assert tool["outputSchema"]["$schema"] == own
+    assert tool["inputSchema"]["$schema"] == "http://json-schema.org/draft-07/schema#"

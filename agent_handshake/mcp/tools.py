@@ -42,6 +42,8 @@ JOB_STATUS = "job_status"
 COMMON = ("query", "session_id")
 QUERY = {"type": "string", "description": "What you want, in natural language."}
 SESSION = {"type": "string", "description": "Optional: continue an earlier conversation (its session_id)."}
+#: The dialect of the capabilities' schemas (AHP's), which the site checks them and their data with.
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 
 
 @dataclass
@@ -106,10 +108,24 @@ def _output_schema(capability: Capability) -> dict[str, Any] | None:
     return None
 
 
+def _declared(schema: dict[str, Any], revision: Revision, dialect: Any = None) -> dict[str, Any]:
+    """``schema`` saying its dialect, from 2025-11-25: a schema without ``$schema`` is 2020-12 there, and ours are
+    draft-07 (a draft-07 tuple, ``items`` as an array, is no valid 2020-12 schema). A capability's own is kept."""
+    if not revision.at_least("2025-11-25") or "$schema" in schema:
+        return schema
+    return {"$schema": dialect if isinstance(dialect, str) else DRAFT_07, **schema}
+
+
 def _tool(
-    name: str, description: str, properties: dict[str, Any], revision: Revision, *, required: list[str] | None
+    name: str,
+    description: str,
+    properties: dict[str, Any],
+    revision: Revision,
+    *,
+    required: list[str] | None,
+    dialect: Any = None,
 ) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    schema: dict[str, Any] = _declared({"type": "object", "properties": properties}, revision, dialect)
     if required:
         schema["required"] = required
     tool: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
@@ -131,13 +147,14 @@ def definitions(revision: Revision) -> list[dict[str, Any]]:
             # A question needs its query. An action takes its input as fields, or in words, and asks for what is
             # missing (a missing_field result), so it requires nothing a client must send before it can call.
             required=None if capability.action_type else ["query"],
+            dialect=(capability.input_schema or {}).get("$schema") if capability.action_type else None,
         )
         tool["inputSchema"].update(_local_definitions(capability))
         if revision.at_least("2025-03-26"):
             read_only = capability.action_type in (None, "query")
             tool["annotations"] = {"readOnlyHint": read_only, "openWorldHint": False}
         if revision.at_least("2025-06-18") and (schema := _output_schema(capability)):
-            tool["outputSchema"] = schema
+            tool["outputSchema"] = _declared(schema, revision)
         tools.append(tool)
     names = {capability.name for capability in capabilities}
     if ASK not in names and any(c.name == "content_search" for c in capabilities):
