@@ -28,9 +28,22 @@ Every path the app serves, in one place:
 ``/.well-known/oauth-protected-resource/mcp``
                                         how to authenticate at /mcp, RFC 9728 (``...:mcp_resource_metadata``)
 ======================================  =========================================================
+
+Each protocol endpoint (every ``POST`` above, the status URL and the schema templates) answers at its path with one
+trailing slash too, as the same endpoint: ``POST /ask/`` is ``POST /ask``. An agent's client that adds a slash
+would otherwise reach the site's own routes, included after these (a page route's HTML 404, or CSRF's HTML 403 on
+a ``POST``), and a redirect would lose a ``POST``'s body with many clients and break a signed request's path.
+The path is published once, without the slash (``reverse()``, the manifests, ``/openapi.json``). A site that wants
+one of these slashed paths for a page of its own lists that route before the include. The documents
+(``agent.json``, ``llms.txt``, ``openapi.json``, ``intentmanifest.yaml``...) are files and have no slashed form.
 """
 
-from django.urls import path, re_path
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import URLPattern, path
+from django.urls.resolvers import RegexPattern, RoutePattern
 
 from . import views
 from .ahp.capabilities import CapabilityView
@@ -50,26 +63,56 @@ app_name = "agent_handshake"
 #: JSON, not the site's HTML 404 (``<str:>`` stops at "/", ``<path:>`` at a line break).
 ANYTHING = r"[\s\S]+"
 
+
+class OptionalSlash:
+    """A URL pattern that matches its path with one trailing slash too (see the module docstring); its regex, and so
+    ``reverse()`` and the OpenAPI document, has no slash."""
+
+    def match(self, path: str) -> Any:
+        if path.endswith("/") and (found := super().match(path[:-1])) is not None:
+            return found
+        return super().match(path)
+
+
+class OptionalSlashRoute(OptionalSlash, RoutePattern):
+    pass
+
+
+class OptionalSlashRegex(OptionalSlash, RegexPattern):
+    pass
+
+
+def door(route: str, view: Any, name: str) -> URLPattern:
+    """``path(route, view, name=name)``, answering ``route + "/"`` too."""
+    return URLPattern(OptionalSlashRoute(route, name=name, is_endpoint=True), view, name=name)
+
+
+def re_door(regex: str, view: Any, name: str) -> URLPattern:
+    """``re_path(regex, view, name=name)``, answering its path with one trailing slash too (an id or a name then
+    does not end with that slash)."""
+    return URLPattern(OptionalSlashRegex(regex, name=name, is_endpoint=True), view, name=name)
+
+
 urlpatterns = [
     path(".well-known/agent.json", views.ManifestView.as_view(), name="manifest"),
     path("llms.txt", views.LlmsTxtView.as_view(), name="llms_txt"),
     path("llms-full.txt", views.LlmsFullTxtView.as_view(), name="llms_full_txt"),
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
-    path("agent/converse", ConverseView.as_view(), name="converse"),
-    re_path(rf"^agent/converse/status/(?P<session_id>{ANYTHING})$", JobStatusView.as_view(), name="converse_status"),
-    path("agent/handshake", HandshakeView.as_view(), name="handshake"),
-    path("agent/handshake/verify", HandshakeVerifyView.as_view(), name="handshake_verify"),
-    path("agent/asp", AgentSemanticProtocolView.as_view(), name="asp"),
-    re_path(rf"^capabilities/(?P<name>{ANYTHING})$", CapabilityView.as_view(), name="capability"),
-    path("ask", AskView.as_view(), name="nlweb_ask"),
-    path("await", AwaitView.as_view(), name="nlweb_await"),
-    path("mcp", MCPView.as_view(), name="mcp"),
+    door("agent/converse", ConverseView.as_view(), name="converse"),
+    re_door(rf"^agent/converse/status/(?P<session_id>{ANYTHING})$", JobStatusView.as_view(), name="converse_status"),
+    door("agent/handshake", HandshakeView.as_view(), name="handshake"),
+    door("agent/handshake/verify", HandshakeVerifyView.as_view(), name="handshake_verify"),
+    door("agent/asp", AgentSemanticProtocolView.as_view(), name="asp"),
+    re_door(rf"^capabilities/(?P<name>{ANYTHING})$", CapabilityView.as_view(), name="capability"),
+    door("ask", AskView.as_view(), name="nlweb_ask"),
+    door("await", AwaitView.as_view(), name="nlweb_await"),
+    door("mcp", MCPView.as_view(), name="mcp"),
     path("intentmanifest.yaml", views.IntentManifestView.as_view(), name="intent_manifest"),
-    path("intent", IntentView.as_view(), name="intent"),
+    door("intent", IntentView.as_view(), name="intent"),
     path("intent-ui/", IntentPageView.as_view(), name="intent_ui"),
     path("intent-ui/message", IntentPageMessageView.as_view(), name="intent_ui_message"),
-    path("schema-templates", SchemaTemplatesView.as_view(), name="schema_templates"),
-    re_path(rf"^schema-templates/(?P<scenario>{ANYTHING})$", SchemaTemplateView.as_view(), name="schema_template"),
+    door("schema-templates", SchemaTemplatesView.as_view(), name="schema_templates"),
+    re_door(rf"^schema-templates/(?P<scenario>{ANYTHING})$", SchemaTemplateView.as_view(), name="schema_template"),
     path("openapi.json", OpenAPIView.as_view(), name="openapi"),
     path("agent/api-docs/", APIDocsView.as_view(), name="api_docs"),
     path("agent/api-docs/<str:name>", APIDocsAssetView.as_view(), name="api_docs_asset"),
