@@ -130,3 +130,27 @@ def test_a_schema_that_names_its_own_dialect_keeps_it(client, registries):
     tool = next(tool for tool in body["result"]["tools"] if tool["name"] == "own_dialect")
     assert tool["outputSchema"]["$schema"] == own
     assert tool["inputSchema"]["$schema"] == "http://json-schema.org/draft-07/schema#"
+
+
+# --- the MCP-Protocol-Version header --------------------------------------------------------------------------
+
+
+def test_an_initialize_with_an_unsupported_protocol_version_header_is_a_400(client):
+    """basic/transports, Protocol Version Header (2025-06-18 and 2025-11-25): "If the server receives a request with
+    an invalid or unsupported MCP-Protocol-Version, it MUST respond with 400 Bad Request." Every other request was
+    refused so; initialize read only its body and answered 200 with a negotiated version, whatever the header said.
+    It is now refused as the others are (-32022, naming what we speak), and nothing is negotiated."""
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    for header in ("1999-01-01", "not a version"):
+        response, body = rpc(client, "initialize", params, version=header)
+        assert response.status_code == 400, body
+        assert "result" not in body
+        assert body["error"]["code"] == -32022
+        assert body["error"]["data"]["requested"] == header
+        assert "2025-06-18" in body["error"]["data"]["supported"]
+        assert body["id"] == 1
+    # A header we speak, or none, is the handshake it always was.
+    for header in ("2025-06-18", "2025-11-25", None):
+        response, body = rpc(client, "initialize", params, version=header)
+        assert response.status_code == 200, body
+        assert body["result"]["protocolVersion"] == "2025-06-18"

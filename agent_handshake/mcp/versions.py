@@ -116,10 +116,8 @@ def revision_of(message: Message, headers: Mapping[str, str]) -> Revision:
         return Revision(version)
     if header in MODERN_VERSIONS:  # that revision's requests say it in the body too
         raise RpcError(INVALID_PARAMS, f"params._meta lacks {PROTOCOL_VERSION_META}, {CLIENT_CAPABILITIES_META}.")
+    if header is not None and header not in VERSIONS:  # initialize too: the transport's MUST names every request
+        raise unsupported(header)
     if message.method == "initialize":
         return Revision(negotiate(message.params.get("protocolVersion")))
-    if header is None:
-        return Revision(ASSUMED_WITHOUT_HEADER)
-    if header not in VERSIONS:
-        raise unsupported(header)
-    return Revision(header)
+    return Revision(header or ASSUMED_WITHOUT_HEADER)
