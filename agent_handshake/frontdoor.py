@@ -51,6 +51,9 @@ from .registry import capability_registry
 
 logger = logging.getLogger(__name__)
 
+#: The header every front door sends with an idempotent retry's stored answer.
+REPLAYED = "Idempotent-Replayed"
+
 
 def _too_large() -> errors.TooLarge:
     return errors.TooLarge(f"The request body is over the {app_settings.MAX_REQUEST_BYTES}-byte cap.")
@@ -171,7 +174,8 @@ class FrontDoorView(APIView, abc.ABC):
     site_failed = False
     #: False for a request that does no work for the agent (housekeeping: a job's status, NLWeb's /await, the schema
     #: templates' listing, MCP's ping): accepted, it moves a verified agent's trust no more than a 5xx does (ten of
-    #: them would otherwise take a new DID to the top tier); refused, it lowers trust as any refusal does.
+    #: them would otherwise take a new DID to the top tier); refused, it lowers trust as any refusal does. An
+    #: idempotent replay (a response with ``Idempotent-Replayed: true``) is treated the same way.
     earns_trust = True
 
     @abc.abstractmethod
@@ -293,7 +297,11 @@ class FrontDoorView(APIView, abc.ABC):
         asked = request.method != "OPTIONS"
         status = response.status_code
         accepted = status < 400 and not self.declined
-        idle = accepted and not self.earns_trust  # housekeeping, accepted: no work done that trust could reward
+        # An idempotent replay (every door says so with this header) is the stored answer of work already rewarded:
+        # accepted, it earns nothing, or one request sent again and again would raise the agent's tier.
+        replayed = response.headers.get(REPLAYED) == "true"
+        # Housekeeping or a replay, accepted: no work done that trust could reward.
+        idle = accepted and (replayed or not self.earns_trust)
         if getattr(credentials, "agent", None) is not None and asked and not failed and not idle:
             note = "" if accepted or status >= 400 else " (not accepted)"
             trust.record(credentials.agent.pk, accepted, f"{request.method} {request.path[:120]} -> {status}{note}")
