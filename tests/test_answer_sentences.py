@@ -303,3 +303,61 @@ def test_what_time_asks_for_a_clock_time_not_about_time():
     ]
     text = lead("What time do you open on Saturdays?", passages)
     assert text.startswith("Saturday: shop 09:00"), text  # not the class that mentions "time"
+
+
+ABOUT_PAGE = Passage(
+    1,
+    "- **Teach.** Saturday brewing classes, monthly pairing dinners and a growing library of free brewing videos.\n"
+    "- **Write.** Our blog covers tea origins, brewing, chemistry, history and food pairing, written by our staff "
+    "and a few friends.",
+    "About Lantern & Kettle",
+)
+COLD_BREW = Passage(
+    2,
+    "Cold brew takes eight to twelve hours in the fridge. Cold-brewed tea rarely clouds, because less of those "
+    "compounds were extracted in the first place.",
+    "Cold Brew Iced Tea: A Slow Method for Hot Summers",
+)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What did we write about cold brew?",
+        "What have you written on cold brew?",
+        "What do your posts say about cold brew?",
+        "Anything published about cold brew?",
+    ],
+)
+def test_asking_what_the_site_wrote_about_a_topic_is_about_the_topic(question):
+    # "write about", "written on", "say about": how the question is put, not what it is about. The About page's
+    # "Write. Our blog covers ..." shares only the word "write" and led the answer (the README's docs check found it).
+    assert stem("write") not in question_terms(question)
+    assert stem("cold") in question_terms(question)
+    text = lead(question, [ABOUT_PAGE, COLD_BREW])
+    assert text.startswith("Cold"), text
+
+
+def test_a_question_about_writing_itself_keeps_the_word():
+    # Only the frame ("write about <topic>") is set aside: a question whose topic is writing keeps it.
+    assert stem("write") in question_terms("Who writes the blog?")
+    assert lead("Who writes the blog?", [ABOUT_PAGE, COLD_BREW]).startswith("Write"), "the About page answers it"
+
+
+def test_a_short_sentence_going_on_from_the_last_reads_with_it():
+    # "It's harmless." is about the creaming before it; read with the sentence after, it led an answer about cold
+    # brew as "It's harmless. Cold-brewed tea rarely clouds ...". A short label ("Assam CTC.") still reads with
+    # the sentence after it.
+    units = units_of(
+        "Caffeine binds with polyphenols and drops out as the tea cools. It's harmless. Cold-brewed tea rarely "
+        "clouds, because less was extracted. Assam CTC. Strong and malty, it takes milk well."
+    )
+    assert units == [
+        "Caffeine binds with polyphenols and drops out as the tea cools. It's harmless.",
+        "Cold-brewed tea rarely clouds, because less was extracted.",
+        "Assam CTC. Strong and malty, it takes milk well.",
+    ]
+    # At a paragraph's start there is nothing before it to go on from: it reads with the sentence after.
+    assert units_of("It's harmless. Cold-brewed tea rarely clouds at all.") == [
+        "It's harmless. Cold-brewed tea rarely clouds at all."
+    ]

@@ -111,6 +111,12 @@ DEGREE = frozenset(
 #: "What time", "which year", "what date": the word after "what" or "which" says what kind of answer is wanted (a clock
 #: time, a year, a date: see :data:`ASKS`), not what the question is about.
 WHAT = re.compile(r"\b(?:what|which)\s+(times?|years?|dates?)\b")
+#: "What did you write about cold brew?", "what have you published on matcha": how the question is put (asking what
+#: the site says about a topic), not its topic; an About page's "Write. Our blog covers ..." shares only that word.
+FRAME = re.compile(
+    r"\b(write|writes|wrote|written|writing|say|says|said|publish|published|blog|blogged)\s+"
+    r"(?:anything\s+|something\s+)?(?:about|on|regarding|concerning)\b"
+)
 MIN_WORDS, MAX_WORDS = 4, 45
 #: How much a question word in a unit's passage (its section), but not in the unit, counts for the unit: a list item
 #: under "ISO 3103 ... It specifies:" is about ISO 3103 (measured on the development sets: 0.2 of its weight).
@@ -249,10 +255,14 @@ def units_of(text: str) -> list[str]:
     def flush_paragraph() -> None:
         if paragraph:
             pending = ""
+            first = len(units)  # this paragraph's first unit
             for part in SENTENCE_END.split(" ".join(paragraph)):
                 part = (pending + " " + part).strip() if pending else part.strip()
-                if part and len(part.split()) < MIN_WORDS:  # "Assam CTC." reads with the sentence after it
-                    pending = part
+                if part and len(part.split()) < MIN_WORDS:
+                    if not pending and len(units) > first and CONTINUES.match(part):
+                        units[-1] = f"{units[-1]} {part}"  # "It's harmless." goes on from the sentence before
+                        continue
+                    pending = part  # "Assam CTC." reads with the sentence after it
                     continue
                 pending = ""
                 part = part.rstrip(",;:– -")
@@ -306,10 +316,12 @@ def wanted_kinds(question: str) -> list[re.Pattern[str]]:
 
 def question_terms(question: str) -> set[str]:
     """The content words of ``question`` that say what it is about, as stems: not the words saying what kind of
-    answer is wanted ("how long", "how hot", "what time") nor the vague ones (:data:`NOT_ABOUT`)."""
+    answer is wanted ("how long", "how hot", "what time"), nor the vague ones (:data:`NOT_ABOUT`), nor the frame
+    asking what the site says about something (:data:`FRAME`)."""
     lowered = question.lower()
     asked = {stem(word) for word in HOW.findall(lowered) if word in DEGREE} | {stem(w) for w in WHAT.findall(lowered)}
-    return terms(question) - NOT_ABOUT - asked
+    framed = {stem(word) for word in FRAME.findall(lowered)}
+    return terms(question) - NOT_ABOUT - asked - framed
 
 
 def score(
