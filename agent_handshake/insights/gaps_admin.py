@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 
 from ..admin_lookups import OddLookupsRefused
 from ..conf import app_settings
@@ -19,12 +20,14 @@ from . import gaps
 from .admin import safe_url
 
 VIEW_INSIGHTS = "agent_handshake.view_insights"
+#: The most of a gap's label (an agent's question, up to 1000 characters) its row in the list shows.
+LIST_LABEL_CHARS = 100
 
 
 @admin.register(ContentGap)
 class ContentGapAdmin(OddLookupsRefused, admin.ModelAdmin):
-    list_display = ("label", "count", "last_seen", "nearest_page", "status")
-    list_display_links = ("label",)
+    list_display = ("short_label", "count", "last_seen", "nearest_page", "status")
+    list_display_links = ("short_label",)
     list_filter = ("status",)
     search_fields = ("label",)
     ordering = ("-count", "-last_seen", "pk")
@@ -48,6 +51,12 @@ class ContentGapAdmin(OddLookupsRefused, admin.ModelAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra_context = {**(extra_context or {}), "record_questions": app_settings.INSIGHTS_RECORD_QUESTIONS}
         return super().changelist_view(request, extra_context)
+
+    @admin.display(description="label", ordering="label")
+    def short_label(self, gap: ContentGap) -> str:
+        """The label cut short: a long question, or a word a table cannot wrap (a pasted link), filled the screen
+        or ran the list off it. The gap's page shows all of it."""
+        return Truncator(gap.label).chars(LIST_LABEL_CHARS)
 
     @admin.display(description="nearest page", ordering="nearest_score")
     def nearest_page(self, gap: ContentGap) -> str:
