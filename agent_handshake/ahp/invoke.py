@@ -130,7 +130,7 @@ class JobStatusView(AHPView):
     """``GET /agent/converse/status/<session_id>`` (§9.2): readable only with the credentials that started it."""
 
     http_method_names = ["get", "head", "options"]
-    allowed = ["GET"]
+    allowed = ["GET", "HEAD"]  # a 405's Allow lists what the URL serves (RFC 9110 §15.5.6): HEAD is a GET's headers
     earns_trust = False  # a poll: the request that started the job earned what it did
 
     @described(**STATUS)
