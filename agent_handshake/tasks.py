@@ -77,7 +77,8 @@ def deliver_callback(self, job_id: str) -> None:
 
 @shared_task(name="agent_handshake.recover_jobs", ignore_result=True)
 def recover_jobs() -> dict[str, int]:
-    """Re-send jobs and callbacks whose messages were lost, expire unanswered desk requests, purge old rows."""
+    """Re-send jobs and callbacks whose messages were lost, expire unanswered desk requests, end those whose
+    capability is no longer offered, purge old rows."""
     from .concierge.jobs import recover
 
     return recover()

@@ -188,8 +188,8 @@ def run(job_id: str) -> str:
         if job is None:
             return "skipped"
         capability = capability_registry.get(job.capability)
-        if capability is None or capability.handler is None:
-            _fail(job, "unavailable", f"The capability {job.capability!r} is no longer offered.")
+        if not offered(capability):
+            _fail(job, "unavailable", unoffered_message(job))
             return job.status
         if capability.requires_auth and job.api_key is not None and not _allows(job.api_key, capability.scope):
             # The scope was checked at acceptance; an operator may have taken it from the key since, or a deploy put
@@ -236,6 +236,15 @@ def run(job_id: str) -> str:
         # Asked for after the check above, before the commit: :func:`cancel` looks again too, so one of us sees it.
         job = cancel(job.pk)
     return job.status
+
+
+def offered(capability: Capability | None) -> bool:
+    """Whether the site still has ``capability`` (a registry entry, or None) to run or to complete a job of."""
+    return capability is not None and capability.handler is not None
+
+
+def unoffered_message(job: Job) -> str:
+    return f"The capability {job.capability!r} is no longer offered."
 
 
 def _allows(key: ApiKey, scope: str | None) -> bool:
@@ -456,10 +465,13 @@ def complete_waiting(job_id: str, outcome: Outcome) -> Job:
             elif cancel_requested(job.pk):
                 _cancelled(job)
         refusal = None
-        if job.status != Status.WAITING:
+        capability = capability_registry.get(job.capability)
+        if job.status == Status.WAITING and not offered(capability):
+            # Taken out of the registry while it waited: the request ends now, and the agent is told why.
+            _fail(job, "unavailable", unoffered_message(job))
+            refusal = unoffered_message(job)
+        elif job.status != Status.WAITING:
             refusal = f"The job is {job.get_status_display()}; it no longer takes an answer."
-        elif (capability := capability_registry.get(job.capability)) is None:
-            refusal = f"The capability {job.capability!r} is no longer offered."
         else:
             _complete(job, capability, check_output(capability, outcome))
     if refusal is not None:
@@ -485,6 +497,20 @@ def expire(now: datetime.datetime | None = None, *, pk: Any = None) -> int:
     with transaction.atomic():
         for job in overdue.select_for_update(skip_locked=True):
             _expired(job, now)
+            count += 1
+    return count
+
+
+def withdraw_unoffered() -> int:
+    """Waiting jobs whose capability the site no longer offers (a deploy that stopped registering the human desk)
+    end ``failed`` with ``unavailable`` (and their callbacks are sent); how many. No one could answer them, and the
+    agent would otherwise be told ``pending`` until their deadline."""
+    names = [capability.name for capability in capability_registry if offered(capability)]
+    orphaned = Job.objects.filter(status=Status.WAITING).exclude(capability__in=names)
+    count = 0
+    with transaction.atomic():
+        for job in orphaned.select_for_update(skip_locked=True)[:500]:
+            _fail(job, "unavailable", unoffered_message(job))
             count += 1
     return count
 
@@ -632,7 +658,8 @@ def _postpone(jobs: QuerySet[Job], now: datetime.datetime, interval: float) -> l
 
 
 def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | None = None) -> dict[str, int]:
-    """Send again what a lost message or a dead worker left behind; expire, and forget what is old.
+    """Send again what a lost message or a dead worker left behind; expire, end the waiting jobs of capabilities no
+    longer offered (:func:`withdraw_unoffered`), and forget what is old.
 
     A job counts as left behind when it is queued or running, untouched for ``JOB_RECOVERY_SECONDS``, and no
     live worker holds its row lock. Sending it twice is harmless (see the module docstring).
@@ -654,6 +681,7 @@ def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | Non
         for job_id in lost_callbacks:
             transaction.on_commit(lambda job_id=job_id: _enqueue_callback(job_id))
     expired = expire(now)
+    withdrawn = withdraw_unoffered()
     # A cancellation that arrived as its job finished: nothing reads it any more.
     CancelRequest.objects.filter(job_id__in=Job.objects.filter(status__in=Job.FINAL).values("pk")).delete()
     retention = now - datetime.timedelta(seconds=app_settings.JOB_RETENTION_SECONDS)
@@ -669,6 +697,7 @@ def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | Non
         "purged": purged,
         "idempotency_purged": purge_expired(IdempotencyRecord, now),
         "signatures_purged": purge_expired(SeenSignature, now),
+        "withdrawn": withdrawn,
     }
 
 
