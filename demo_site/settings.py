@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "health_check",  # the HTML page of GET /health/
     "agent_handshake",
     "demo_site.blog",
     "demo_site.pages",
@@ -102,6 +103,8 @@ AGENT_HANDSHAKE = {
     "SITE_DESCRIPTION": "An independent tea shop and tea blog in Portland, Oregon: brewing guides, videos and "
     "a shop of loose-leaf teas and teaware.",
     "SERVE_ROBOTS_TXT": True,
+    # The load balancer's probes: no discovery headers, no database read before the checks report.
+    "EXEMPT_PATHS": [r"^/health/"],
     # The intent page (/intent-ui/) books tastings and tracks orders for visitors, with the site's own key.
     "INTENT_UI_SCOPES": ["book_appointment", "orders"],
     # Verified agents (POST /agent/handshake) that earned a trust of 0.7 may book tastings without an API key.

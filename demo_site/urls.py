@@ -1,5 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
+from health_check.views import HealthCheckView
+
+import agent_handshake.health
 
 from . import views
 
@@ -10,6 +13,8 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("", include("agent_handshake.urls")),
     path("admin/", admin.site.urls),
+    # The README's health endpoint: the checks that say whether this node can serve agents.
+    path("health/", HealthCheckView.as_view(checks=agent_handshake.health.CHECKS)),
     path("blog/", include("demo_site.blog.urls")),
     path("videos/", include("demo_site.videos.urls")),
     path("shop/", include("demo_site.shop.urls")),

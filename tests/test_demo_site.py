@@ -136,3 +136,13 @@ def test_quote_reads_quantities_before_product_names(client, demo):
         ("Tokoname Red Clay Kyusu, 260 ml", 4),  # "260 ml" is part of the name, not a line of 260
     ]
     assert ask(client, "custom_quote", "How much would 20 tins cost?")["status"] == "clarification_needed"
+
+
+def test_the_demo_serves_the_health_endpoint(client, demo):
+    """The README's health section, wired as it says: the demo shows every check passing."""
+    response = client.get("/health/?format=json")
+    assert response.status_code == 200, response.content[:300]
+    results = response.json()
+    names = {name.split("(")[0] for name in results}
+    assert names == {"VectorDatabase", "Embeddings", "IndexingBroker", "Migrations"}, results
+    assert set(results.values()) == {"OK"}, results
