@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.admin.utils import quote
 from django.core.mail import mail_managers, send_mail
+from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils.text import Truncator
 
@@ -113,15 +114,34 @@ def quoted(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in (text.splitlines() or [""]))
 
 
-def notify_operators(job_id: str) -> None:
-    """Email the operators about a new request (failures are logged; the request stays on the desk).
+def notify_operators(job_id: str) -> bool:
+    """Email the operators about a request on the desk, if that is still owed; whether it was sent now.
+
+    It is owed from the commit that put the request on the desk (:func:`~.jobs._defer` sets the job's
+    ``recover_after``) until it is sent, and only while the request waits. The row stays locked while the email is
+    sent and the debt cleared in the same transaction, so the worker's send after its commit and the recovery's
+    (:func:`~.jobs.recover`, for a worker that died first) never both send it. A failure is logged and leaves it
+    owed: the recovery tries again, with a doubling wait.
 
     The site's own lines (the admin link, the deadline) come first; what the agent wrote (its name for itself, its
     message) follows, quoted, so a message cannot add lines that read as the site's, such as another link.
     """
-    job = Job.objects.filter(pk=job_id).first()
-    if job is None:
-        return
+    with transaction.atomic():
+        job = (
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(pk=job_id, status=Job.Status.WAITING, needs_operator=True, recover_after__isnull=False)
+            .first()
+        )
+        if job is None:  # sent already, being sent elsewhere, or the request is over
+            return False
+        if not send_notification(job):
+            return False
+        Job.objects.filter(pk=job.pk).update(recoveries=0, recover_after=None)
+        return True
+
+
+def send_notification(job: Job) -> bool:
+    """The operators' email about ``job``; whether it went (a failure is logged)."""
     try:
         # Quoted as the admin's own links are: an id holding "_" and two hex digits would be read as a character.
         path = reverse("admin:agent_handshake_deskrequest_change", args=[quote(job.pk)])
@@ -144,4 +164,6 @@ def notify_operators(job_id: str) -> None:
         else:
             mail_managers(subject, body)
     except Exception:
-        logger.exception("Could not email the operators about job %s", job_id)
+        logger.exception("Could not email the operators about job %s; the recovery will try again", job.pk)
+        return False
+    return True

@@ -443,6 +443,11 @@ def _defer(job: Job, deferred: Deferred) -> None:
         job.eta_seconds = deferred.eta_seconds
     if deferred.expires_in is not None:
         job.expires_at = timezone.now() + datetime.timedelta(seconds=deferred.expires_in)
+    if deferred.needs_operator:
+        # The operators' email is owed from this commit until it is sent (``recover_after`` set on a waiting job:
+        # :func:`~.desk.notify_operators` clears it). This worker sends it after its commit; if it dies first, or
+        # the mail server refuses it, :func:`recover` sends it.
+        job.recoveries, job.recover_after = 0, timezone.now()
     job.save()
     if deferred.needs_operator:
         from .desk import notify_operators
@@ -658,8 +663,9 @@ def _postpone(jobs: QuerySet[Job], now: datetime.datetime, interval: float) -> l
 
 
 def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | None = None) -> dict[str, int]:
-    """Send again what a lost message or a dead worker left behind; expire, end the waiting jobs of capabilities no
-    longer offered (:func:`withdraw_unoffered`), and forget what is old.
+    """Send again what a lost message or a dead worker left behind (the operators' email about a desk request
+    included); expire, end the waiting jobs of capabilities no longer offered (:func:`withdraw_unoffered`), and forget
+    what is old.
 
     A job counts as left behind when it is queued or running, untouched for ``JOB_RECOVERY_SECONDS``, and no
     live worker holds its row lock. Sending it twice is harmless (see the module docstring).
@@ -680,8 +686,21 @@ def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | Non
             transaction.on_commit(lambda job_id=job_id: _enqueue(job_id))
         for job_id in lost_callbacks:
             transaction.on_commit(lambda job_id=job_id: _enqueue_callback(job_id))
+        # Desk requests whose operators' email is still owed a while after they reached the desk (their worker died
+        # before sending it, or the mail server refused it): the wait doubles as for a lost message.
+        unmailed = _postpone(
+            Job.objects.filter(
+                status=Status.WAITING, needs_operator=True, recover_after__lte=now, updated_at__lt=cutoff
+            ),
+            now,
+            recovery_seconds,
+        )
     expired = expire(now)
     withdrawn = withdraw_unoffered()
+    from .desk import notify_operators
+
+    # Sent here, each under its row's lock and only while still owed: never twice, even beside the worker's own.
+    mailed = sum(notify_operators(job_id) for job_id in unmailed)
     # A cancellation that arrived as its job finished: nothing reads it any more.
     CancelRequest.objects.filter(job_id__in=Job.objects.filter(status__in=Job.FINAL).values("pk")).delete()
     retention = now - datetime.timedelta(seconds=app_settings.JOB_RETENTION_SECONDS)
@@ -698,6 +717,7 @@ def recover(now: datetime.datetime | None = None, *, recovery_seconds: int | Non
         "idempotency_purged": purge_expired(IdempotencyRecord, now),
         "signatures_purged": purge_expired(SeenSignature, now),
         "withdrawn": withdrawn,
+        "desk_emails_sent": mailed,
     }
 
 
