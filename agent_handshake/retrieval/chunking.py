@@ -15,7 +15,16 @@ from itertools import pairwise
 #: here took cubic time on a heading with a long run of spaces inside: minutes for a few thousand).
 HEADING = re.compile(r"^(#{1,6})\s+(.+)$")
 FENCE = re.compile(r"^(```|~~~)")
+#: Characters of scripts written without spaces between words: CJK punctuation, kana, ideographs, full-width forms;
+#: Thai, Lao, Khmer and Myanmar. Each counts as a word (the embedding model reads about one token for each); a run of
+#: them was one "word" however long, so a Chinese article was one passage, embedded from its first 256 tokens only.
+UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+#: A word: one character of those, or a run of other characters up to white space or one of those.
+UNIT = re.compile(f"[{UNSPACED}]|[^{UNSPACED}\\s]+")
+HAS_UNSPACED = re.compile(f"[{UNSPACED}]")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+#: The same, or at a full-width full stop, exclamation or question mark (white space after it or not).
+FULL_WIDTH_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|(?<=[。！？])\s*")
 
 
 @dataclass(frozen=True)
@@ -30,8 +39,47 @@ def _title(text: str) -> str:
     return text[: max(1, len(text.rstrip().rstrip("#").rstrip()))]
 
 
+def _spaced(text: str) -> bool:
+    return text.isascii() or not HAS_UNSPACED.search(text)
+
+
 def _words(text: str) -> int:
-    return len(text.split())
+    return len(text.split()) if _spaced(text) else len(UNIT.findall(text))
+
+
+def _slices(sentence: str, limit: int) -> list[str]:
+    """``sentence`` cut into pieces of at most ``limit`` words."""
+    # Slices by index: taking the rest (``words = words[limit:]``) copied it for every piece, which made a long
+    # paragraph without a sentence break take time quadratic in its length.
+    if _spaced(sentence):
+        words = sentence.split()
+        return [" ".join(words[start : start + limit]) for start in range(0, len(words), limit)]
+    # Cut from the text itself, so that no space comes between characters of a script written without them.
+    spans = [match.span() for match in UNIT.finditer(sentence)]
+    ends = [spans[min(start + limit, len(spans)) - 1][1] for start in range(0, len(spans), limit)]
+    return [sentence[spans[start][0] : end] for start, end in zip(range(0, len(spans), limit), ends, strict=True)]
+
+
+def _glue(before: str, after: str) -> str:
+    """What joins two parts of one paragraph: a space, or nothing next to a character of an unspaced script."""
+    return "" if HAS_UNSPACED.match(before[-1:]) or HAS_UNSPACED.match(after[:1]) else " "
+
+
+def _concat(parts: list[str]) -> str:
+    """Sentences of one paragraph put back together."""
+    joined = " ".join(parts)
+    if not parts or _spaced(joined):
+        return joined
+    text = parts[0]
+    for part in parts[1:]:
+        text += _glue(text, part) + part
+    return text
+
+
+def _sentences(text: str) -> list[str]:
+    if text.isascii() or not ("。" in text or "！" in text or "？" in text):  # the faster pattern when it will do
+        return SENTENCE_END.split(text)
+    return [sentence for sentence in FULL_WIDTH_END.split(text) if sentence]
 
 
 def _sections(markdown: str) -> list[tuple[str, list[str]]]:
@@ -82,11 +130,8 @@ def _pieces(paragraph: str, limit: int) -> list[str]:
     if _words(paragraph) <= limit:
         return [paragraph]
     pieces: list[str] = []
-    for sentence in SENTENCE_END.split(paragraph):
-        # Slices by index: taking the rest (``words = words[limit:]``) copied it for every piece, which made a
-        # long paragraph without a sentence break take time quadratic in its length.
-        words = sentence.split()
-        pieces.extend(" ".join(words[start : start + limit]) for start in range(0, len(words), limit))
+    for sentence in _sentences(paragraph):
+        pieces.extend(_slices(sentence, limit))
     return pieces
 
 
@@ -104,11 +149,11 @@ def split_markdown(markdown: str, *, max_words: int = 160, overlap_words: int = 
                 passages.append(Chunk(len(passages), heading, _join(chunk)))
                 # Carry the tail of the previous passage over, whole sentences where possible.
                 tail: list[str] = []
-                for sentence in reversed(SENTENCE_END.split(chunk[-1][1])):
-                    if _words(" ".join([sentence, *tail])) > overlap_words:
+                for sentence in reversed(_sentences(chunk[-1][1])):
+                    if _words(_concat([sentence, *tail])) > overlap_words:
                         break
                     tail.insert(0, sentence)
-                chunk = [(chunk[-1][0], " ".join(tail))] if tail else []
+                chunk = [(chunk[-1][0], _concat(tail))] if tail else []
             chunk.append((number, piece))
         if chunk:
             passages.append(Chunk(len(passages), heading, _join(chunk)))
@@ -118,5 +163,5 @@ def split_markdown(markdown: str, *, max_words: int = 160, overlap_words: int = 
 def _join(pieces: list[tuple[int, str]]) -> str:
     text = pieces[0][1]
     for (previous, _), (number, piece) in pairwise(pieces):
-        text += (" " if number == previous else "\n\n") + piece
+        text += (_glue(text, piece) if number == previous else "\n\n") + piece
     return text
