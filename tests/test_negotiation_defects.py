@@ -139,7 +139,7 @@ def test_a_made_up_method_is_echoed_cut(client):
     body = response.json()
     assert "M" * 63 + "…" in body["message"]
     assert "M" * 64 not in body["message"]
-    assert response["Allow"] == "POST"
+    assert response["Allow"] == "POST, OPTIONS"
     assert len(response.content) < 2000
 
 

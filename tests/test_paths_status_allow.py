@@ -25,8 +25,8 @@ def test_the_status_urls_405_names_every_method_it_serves(client, method):
     assert refused.status_code == 405
     body = refused.json()
     assert (body["status"], body["code"]) == ("error", "method_not_allowed")
-    assert methods(refused["Allow"]) == {"GET", "HEAD"}
-    assert body["allowed_methods"] == ["GET", "HEAD"]
+    assert methods(refused["Allow"]) == {"GET", "HEAD", "OPTIONS"}
+    assert body["allowed_methods"] == ["GET", "HEAD", "OPTIONS"]
     assert "GET, HEAD" in body["message"]
     # ... which it does serve: HEAD is answered as GET is (here: no such job), without a body.
     head = client.head(STATUS, headers={"Authorization": f"Bearer {secret}"})

@@ -338,7 +338,7 @@ def test_wrong_methods_on_read_only_urls_are_a_json_405(path, method):
 def test_converse_still_refuses_get_with_json():
     response = Client(enforce_csrf_checks=True).get(CONVERSE)
     assert_ahp_error(response, 405, "method_not_allowed")
-    assert response["Allow"] == "POST"
+    assert response["Allow"] == "POST, OPTIONS"
 
 
 # --- the discovery middleware -------------------------------------------------------------------------------

@@ -9,9 +9,10 @@ from django.http import HttpResponseBase
 from rest_framework.request import Request
 
 from ..concierge import errors
+from ..concierge.validation import named
 from ..frontdoor import FrontDoorView
 from ..identity.authentication import BodyCredentialsAuthentication
-from .errors import method_not_allowed, render_error
+from .errors import error_response, render_error
 
 
 class BodyTokenAuthentication(BodyCredentialsAuthentication):
@@ -27,10 +28,17 @@ class BodyTokenAuthentication(BodyCredentialsAuthentication):
 class AHPView(FrontDoorView):
     """An AHP endpoint: every error is §10 JSON, with the four ``X-RateLimit-*`` headers."""
 
+    #: The methods that do the endpoint's work, which a 405's message tells the agent to use.
     allowed: list[str] = ["POST"]
 
     def render_error(self, error: errors.ConciergeError) -> HttpResponseBase:
         return render_error(error)
 
     def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        return method_not_allowed(request.method or "", self.allowed)
+        # Allow names every method the resource supports (RFC 9110 §15.5.6), as the OPTIONS answer does: OPTIONS
+        # too. The message names the methods that do the work.
+        supported = self.allowed_methods
+        message = f"Method {named(request.method or '')} is not allowed here; use {', '.join(self.allowed)}."
+        response = error_response(405, "method_not_allowed", message, allowed_methods=supported)
+        response["Allow"] = ", ".join(supported)
+        return response
