@@ -6,10 +6,13 @@ time, whether the first send came from the worker or from an earlier sweep."""
 from __future__ import annotations
 
 import datetime
+import threading
+import time
 
 import pytest
 from django.contrib.admin.utils import quote
 from django.core.mail.backends.base import BaseEmailBackend
+from django.db import connection
 from django.utils import timezone
 
 from agent_handshake.concierge import jobs
@@ -115,3 +118,54 @@ def test_a_request_that_ended_before_its_email_was_sent_is_not_mailed(
     assert jobs.cancel(job_id).status == Job.Status.CANCELLED
     sweep(django_capture_on_commit_callbacks, app_settings.JOB_RECOVERY_SECONDS + 1)
     assert desk_emails(mailoutbox, job_id) == []
+
+
+class SlowBackend(BaseEmailBackend):
+    """A mail server that takes its time: holds each send until the test lets it go."""
+
+    sending = threading.Event()
+    release = threading.Event()
+
+    def send_messages(self, email_messages):
+        SlowBackend.sending.set()
+        SlowBackend.release.wait(30)
+        return len(email_messages)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_agent_can_cancel_while_the_operators_email_is_being_sent(client, settings):
+    """The email went out with the request's row locked, so while a slow (or hung: Django's ``EMAIL_TIMEOUT`` is
+    None by default) mail server took its time, the agent's cancel and an operator's answer waited for it. The
+    request is claimed for the send, and the send made with the row free."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "DESK_NOTIFY_EMAILS": ["desk@example.com"]}
+    settings.EMAIL_BACKEND = f"{__name__}.SlowBackend"
+    SlowBackend.sending.clear()
+    SlowBackend.release.clear()
+    _, secret = issue()
+    job_id = escalate(client, secret, "A person, please.")
+    ran: dict[str, str] = {}
+
+    def worker_sends():  # the worker: the request onto the desk, committed, then the email (after its commit)
+        try:
+            ran["status"] = jobs.run(job_id)
+        finally:
+            connection.close()
+
+    sender = threading.Thread(target=worker_sends)
+    sender.start()
+    try:
+        assert SlowBackend.sending.wait(10), "the email was never sent"
+        began = time.monotonic()
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '3s'")
+        try:
+            assert jobs.cancel(job_id).status == Job.Status.CANCELLED
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = 0")
+        assert time.monotonic() - began < 3
+    finally:
+        SlowBackend.release.set()
+        sender.join(30)
+    assert ran == {"status": Job.Status.WAITING}
+    assert Job.objects.get(pk=job_id).status == Job.Status.CANCELLED

@@ -14,6 +14,7 @@ within ``DESK_TIMEOUT_SECONDS`` expires.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 from typing import Any
@@ -23,6 +24,7 @@ from django.contrib.admin.utils import quote
 from django.core.mail import mail_managers, send_mail
 from django.db import transaction
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from django.utils.text import Truncator
 
 from ..conf import app_settings
@@ -118,14 +120,18 @@ def notify_operators(job_id: str) -> bool:
     """Email the operators about a request on the desk, if that is still owed; whether it was sent now.
 
     It is owed from the commit that put the request on the desk (:func:`~.jobs._defer` sets the job's
-    ``recover_after``) until it is sent, and only while the request waits. The row stays locked while the email is
-    sent and the debt cleared in the same transaction, so the worker's send after its commit and the recovery's
-    (:func:`~.jobs.recover`, for a worker that died first) never both send it. A failure is logged and leaves it
-    owed: the recovery tries again, with a doubling wait.
+    ``recover_after``) until it is sent, and only while the request waits. The send is claimed first, in a
+    transaction of its own: ``recover_after`` moves ``JOB_RECOVERY_SECONDS`` on (or stays later, where the recovery's
+    doubling wait put it), so neither the recovery (:func:`~.jobs.recover`, for a worker that died first) nor another
+    worker sends it meanwhile. The email is then sent with the row free: a slow or hung mail server (Django's
+    ``EMAIL_TIMEOUT`` is None by default) holds up neither the agent's cancel nor an operator's answer. Sent, the debt
+    is cleared; a failure is logged and leaves it owed, for the recovery once the claim runs out. A send outlasting
+    the claim may be made twice; none is lost.
 
     The site's own lines (the admin link, the deadline) come first; what the agent wrote (its name for itself, its
     message) follows, quoted, so a message cannot add lines that read as the site's, such as another link.
     """
+    claim = timezone.now() + datetime.timedelta(seconds=app_settings.JOB_RECOVERY_SECONDS)
     with transaction.atomic():
         job = (
             Job.objects.select_for_update(skip_locked=True)
@@ -134,10 +140,13 @@ def notify_operators(job_id: str) -> bool:
         )
         if job is None:  # sent already, being sent elsewhere, or the request is over
             return False
-        if not send_notification(job):
-            return False
-        Job.objects.filter(pk=job.pk).update(recoveries=0, recover_after=None)
-        return True
+        claimed = max(job.recover_after, claim)
+        Job.objects.filter(pk=job.pk).update(recover_after=claimed)
+    if not send_notification(job):
+        return False
+    # Cleared only if it is still this claim's (a recovery that took over once it ran out owns it then).
+    Job.objects.filter(pk=job.pk, recover_after=claimed).update(recoveries=0, recover_after=None)
+    return True
 
 
 def send_notification(job: Job) -> bool:

@@ -77,7 +77,9 @@ class Job(models.Model):
     callback_next_attempt_at = models.DateTimeField(null=True, blank=True)
     callback_delivered_at = models.DateTimeField(null=True, blank=True)
     #: How often ``recover_jobs`` has sent the job's (or its callback's) message again since one was last taken
-    #: up, and when it may next do so: the wait doubles each time, so a backlog is not multiplied.
+    #: up, and when it may next do so: the wait doubles each time, so a backlog is not multiplied. On a desk
+    #: request waiting for an operator, ``recover_after`` set means the operators' email is still owed (and when
+    #: the recovery may send it: ``concierge.desk.notify_operators``).
     recoveries = models.PositiveIntegerField(default=0, editable=False)
     recover_after = models.DateTimeField(null=True, blank=True, editable=False)
 
