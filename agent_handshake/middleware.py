@@ -2,7 +2,8 @@
 
 - ``Link: </.well-known/agent.json>; rel="ahp-manifest agent-manifest"; type="application/agent+json"``
   and ``Content-Signal`` headers on every response;
-- the manifest itself for ``Accept: application/agent+json`` on any URL (§3.2);
+- the manifest itself for ``Accept: application/agent+json`` on any URL (§3.2) but the app's protocol endpoints,
+  which answer every request in their own protocol;
 - the markdown version of a registered object's page for ``<url>.md`` or ``Accept: text/markdown``;
 - in HTML, the ``<link rel="agent-manifest">`` tag before ``</head>`` and the hidden in-page notice before
   ``</body>`` (§3.3, §3.4), on error pages too, each followed by a marker comment, and not again on a page
@@ -29,7 +30,7 @@ from django.core.signals import setting_changed
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponseBase
 from django.template.loader import render_to_string
-from django.urls import get_script_prefix, reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
 from django.utils.encoding import iri_to_uri
@@ -331,14 +332,12 @@ class AgentDiscoveryMiddleware:
             markcoroutinefunction(self)
         self._fragments: _Fragments | None = None
         self._exempt: list[re.Pattern[str]] | None = None
-        self._endpoints: tuple[str, str] | None = None
         setting_changed.connect(self._settings_changed, weak=True)
 
     def _settings_changed(self, *, setting: str, **kwargs: Any) -> None:
         if setting in (SETTING_NAME, "ROOT_URLCONF", "TEMPLATES", "SECRET_KEY"):
             self._fragments = None
             self._exempt = None
-            self._endpoints = None
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.async_mode:
@@ -365,32 +364,38 @@ class AgentDiscoveryMiddleware:
 
     def early_response(self, request: HttpRequest) -> HttpResponseBase | None:
         """The manifest or a markdown version, when the request asks for one; else None."""
-        if request.method not in ("GET", "HEAD") or self.is_endpoint(request.path_info):
+        if request.method not in ("GET", "HEAD"):
             return None
-        if app_settings.ACCEPT_HEADER_DISCOVERY and self._prefers(request, AGENT_JSON):
+        path = request.path_info
+        suffix = app_settings.MARKDOWN_SUFFIX
+        wants_manifest = app_settings.ACCEPT_HEADER_DISCOVERY and self._prefers(request, AGENT_JSON)
+        wants_markdown = app_settings.MARKDOWN_VERSIONS and (path.endswith(suffix) or self._prefers(request, MARKDOWN))
+        # Resolved only for a request that asks for one of them: most requests never do.
+        if not (wants_manifest or wants_markdown) or self.is_endpoint(request):
+            return None
+        if wants_manifest:
             from .views import manifest_response
 
             return manifest_response(request)
-        if app_settings.MARKDOWN_VERSIONS:
-            suffix = app_settings.MARKDOWN_SUFFIX
-            path = request.path_info
-            if path.endswith(suffix):
-                return self._markdown(request, self._markdown_candidates(path[: -len(suffix)]))
-            if self._prefers(request, MARKDOWN):
-                return self._markdown(request, [path])
-        return None
+        if path.endswith(suffix):
+            return self._markdown(request, self._markdown_candidates(path[: -len(suffix)]))
+        return self._markdown(request, [path])
 
-    def is_endpoint(self, path: str) -> bool:
-        """Whether ``path`` (a ``request.path_info``) is /agent/converse or a job's status URL: they answer every
-        request themselves (in AHP JSON, with rate-limit headers), whatever it accepts; an agent polling a job with
-        ``Accept: application/agent+json`` wants the job, not the manifest."""
-        if self._endpoints is None:
-            # reverse() includes the script prefix (the site mounted under /sub/), path_info does not.
-            prefix_length = len(get_script_prefix()) - 1
-            status = reverse("agent_handshake:converse_status", args=["-"])[prefix_length:]
-            self._endpoints = (reverse("agent_handshake:converse")[prefix_length:], status[: -len("-")])
-        converse, status_prefix = self._endpoints
-        return path == converse or path.startswith(status_prefix)
+    @staticmethod
+    def is_endpoint(request: HttpRequest) -> bool:
+        """Whether the request is for one of the app's protocol endpoints (a front door: /agent/converse, a job's
+        status URL, /mcp, /schema-templates...). They answer every request themselves, in their protocol's JSON with
+        rate-limit headers, whatever it accepts: an agent polling a job with ``Accept: application/agent+json``
+        wants the job, not the manifest."""
+        from .frontdoor import FrontDoorView
+
+        try:
+            # path_info and the request's own URLconf, as Django resolves it (the site mounted under /sub/ too).
+            match = resolve(request.path_info, getattr(request, "urlconf", None))
+        except Resolver404:
+            return False
+        view_class = getattr(match.func, "view_class", None)
+        return isinstance(view_class, type) and issubclass(view_class, FrontDoorView)
 
     @staticmethod
     def _prefers(request: HttpRequest, media_type: str) -> bool:
