@@ -295,6 +295,33 @@ def check_output(answer: str, evidence: Sequence[Evidence]) -> tuple[str, set[in
     return answer, cited, guardrail
 
 
+def reply_text(completion: Any) -> str:
+    """The text of a chat completion's first choice; "" for a reply without one.
+
+    The client does not check what a server sends: no choice at all (a content filter, a broken proxy), a choice
+    without a message, or ``content`` that is no string. A list of content parts (Mistral's reasoning models, some
+    proxies) is read as its text parts; its other parts (the model's thinking) are no answer."""
+    choices = getattr(completion, "choices", None)
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    content = getattr(getattr(choice, "message", None), "content", None)
+    if isinstance(content, list):
+        content = "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        )
+    return content if isinstance(content, str) else ""
+
+
+def tokens_of(completion: Any) -> int:
+    """The tokens a chat completion says it used (its total, or the sum of the parts it gives); 0 when it does not
+    say."""
+    usage = getattr(completion, "usage", None)
+    counts = [getattr(usage, name, None) for name in ("total_tokens", "prompt_tokens", "completion_tokens")]
+    counts = [count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0 for count in counts]
+    return counts[0] or counts[1] + counts[2]
+
+
 class OpenAIAnswerer(AnswerBackend):
     """Grounded answers from the ``openai`` chat completions API (any OpenAI-compatible server)."""
 
@@ -333,9 +360,8 @@ class OpenAIAnswerer(AnswerBackend):
             fallback = ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
             fallback.guardrail = "model_unavailable"
             return fallback
-        tokens = completion.usage.total_tokens if completion.usage else 0
-        # A server may send no choice at all (a content filter, a broken proxy): no text, as an empty one.
-        text = (completion.choices[0].message.content if completion.choices else None) or ""
+        tokens = tokens_of(completion)
+        text = reply_text(completion)
         # A token is about four characters: sixteen a token is a server that ignored max_tokens.
         too_long = len(text) > 16 * max_tokens
         answer, cited, guardrail = check_output(text, evidence) if not too_long else ("", set(), None)

@@ -1,0 +1,109 @@
+"""What an OpenAI-compatible server really sends back, through POST /agent/converse with the real ``openai`` client:
+replies that are not one plain string, replies the server cut off (``finish_reason`` "length" or
+"content_filter"), and a server that is slow or rate-limits us (a 429 with Retry-After)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from tests.fake_openai import FakeOpenAI
+from tests.test_converse import ask, llm_settings
+
+pytestmark = pytest.mark.django_db
+
+QUESTION = "Why is gyokuro shaded before harvest?"
+
+
+class ShapedOpenAI(FakeOpenAI):
+    """The tests' fake server, with a chat completion's body a test may reshape (``shape``), a header sent with
+    the scripted failures (``fail_headers``: Retry-After), and a delay before each chat reply (``delay``)."""
+
+    def __init__(self) -> None:
+        self.shape = lambda body: body
+        self.fail_headers: dict[str, str] = {}
+        self.delay = 0.0
+        super().__init__()
+
+    def _handler(self) -> type:
+        fake = self
+        base = super()._handler()
+
+        class Handler(base):  # type: ignore[misc, valid-type]
+            def send_response(self, code: int, message: str | None = None) -> None:
+                super().send_response(code, message)
+                if code >= 400:
+                    for name, value in fake.fail_headers.items():
+                        self.send_header(name, value)
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                if self.path.endswith("/chat/completions"):
+                    time.sleep(fake.delay)
+                    if status == 200:
+                        body = fake.shape(body)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+                    super()._send(status, body)
+
+        return Handler
+
+
+@pytest.fixture
+def shaped_openai():
+    server = ShapedOpenAI().start()
+    yield server
+    server.stop()
+
+
+def with_message(message: Any):
+    return lambda body: {**body, "choices": [{**body["choices"][0], "message": message}]}
+
+
+def finishing(reason: str):
+    def shape(body: dict[str, Any]) -> dict[str, Any]:
+        body["choices"][0]["finish_reason"] = reason
+        return body
+
+    return shape
+
+
+# Defect 1: a reply whose message is not one string of text.
+
+MISTRAL_PARTS = [
+    {"type": "thinking", "thinking": [{"type": "text", "text": "The user wants the reason. Secret plan."}]},
+    {"type": "text", "text": "Gyokuro is shaded for about three weeks before harvest [1]."},
+]
+
+
+def test_a_reply_in_content_parts_is_read_as_its_text_parts(client, demo_content, shaped_openai):
+    """Mistral's reasoning models (and some proxies) send ``content`` as a list of parts: the answer is its text
+    parts (the model's thinking is not served), not a 500."""
+    shaped_openai.reply = lambda request: MISTRAL_PARTS
+    with override_settings(AGENT_HANDSHAKE=llm_settings(shaped_openai)):
+        response, body = ask(client, QUESTION)
+    assert response.status_code == 200, body
+    assert body["response"]["answer"] == "Gyokuro is shaded for about three weeks before harvest [1]."
+    assert "guardrail" not in body["meta"]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(with_message(None), id="message-null"),
+        pytest.param(lambda body: {**body, "choices": [{"index": 0, "finish_reason": "stop"}]}, id="no-message"),
+        pytest.param(with_message({"role": "assistant", "content": 12345}), id="content-number"),
+        pytest.param(with_message({"role": "assistant", "content": {"text": "x"}}), id="content-object"),
+        pytest.param(lambda body: {**body, "usage": {"prompt_tokens": 3}}, id="usage-without-total"),
+    ],
+)
+def test_a_malformed_reply_is_answered_extractively_not_a_server_error(client, demo_content, shaped_openai, shape):
+    shaped_openai.shape = shape
+    with override_settings(AGENT_HANDSHAKE=llm_settings(shaped_openai)):
+        response, body = ask(client, QUESTION)
+    assert response.status_code == 200, body
+    assert body["status"] == "success"
+    assert body["response"]["answer"]
+    assert isinstance(body["meta"]["tokens_used"], int)
