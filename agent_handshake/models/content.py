@@ -145,7 +145,10 @@ class Document(models.Model):
     """
 
     content_type = models.ForeignKey(ContentType, on_delete=models.CASCADE, related_name="+")
-    object_id = models.CharField(max_length=64)
+    #: The object's primary key as text. Text of any length, as Django's admin log keeps it: a primary key may be a
+    #: slug or URL of up to 255 characters, or a CharField without max_length (64 characters refused such objects).
+    #: The unique constraint below is its index.
+    object_id = models.TextField()
     url = models.CharField(max_length=2048)
     #: The URL's path, by which the middleware finds the document of a page ("/blog/some-post/").
     path = models.CharField(max_length=2048, db_index=True)
