@@ -42,7 +42,7 @@ from rest_framework.views import APIView
 
 from .concierge import errors
 from .concierge import limits as ratelimit
-from .concierge.validation import load_object
+from .concierge.validation import load_object, named
 from .conf import app_settings
 from .identity import trust
 from .identity.authentication import REALM, AgentKeyAuthentication, CredentialsRefused
@@ -242,6 +242,13 @@ class FrontDoorView(APIView, abc.ABC):
     def perform_authentication(self, request: Request) -> None:
         if not self.lazy_authentication:
             request.user  # noqa: B018 - DRF authenticates on first access
+
+    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # The message names the methods that do the work (every protocol's error shape shows it), as AHP's does: an
+        # agent built for upstream NLWeb's GET /ask learns to POST. Allow (handle_exception) lists OPTIONS too.
+        used = ", ".join(method for method in self.allowed_methods if method != "OPTIONS")
+        message = f"Method {named(request.method or '')} is not allowed here; use {used}."
+        raise exceptions.MethodNotAllowed(request.method, detail=message)
 
     def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """An empty 200 with ``Allow``, as Django answers (DRF's metadata would describe the view)."""
