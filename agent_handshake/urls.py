@@ -36,6 +36,9 @@ a ``POST``), and a redirect would lose a ``POST``'s body with many clients and b
 The path is published once, without the slash (``reverse()``, the manifests, ``/openapi.json``). A site that wants
 one of these slashed paths for a page of its own lists that route before the include. The documents
 (``agent.json``, ``llms.txt``, ``openapi.json``, ``intentmanifest.yaml``...) are files and have no slashed form.
+
+For the same reasons ``/capabilities`` and ``/agent/converse/status`` (a name or an id left out, slash or not)
+answer AHP's JSON 404, saying where the resources are: they are no endpoints and are published nowhere.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from django.urls import URLPattern, path
 from django.urls.resolvers import RegexPattern, RoutePattern
 
 from . import views
+from .ahp.base import MissingNameView
 from .ahp.capabilities import CapabilityView
 from .ahp.converse import ConverseView
 from .ahp.handshake import HandshakeVerifyView, HandshakeView
@@ -100,10 +104,12 @@ urlpatterns = [
     path("robots.txt", views.RobotsTxtView.as_view(), name="robots_txt"),
     door("agent/converse", ConverseView.as_view(), name="converse"),
     re_door(rf"^agent/converse/status/(?P<session_id>{ANYTHING})$", JobStatusView.as_view(), name="converse_status"),
+    door("agent/converse/status", MissingNameView.as_view(missing="session"), name="converse_status_missing"),
     door("agent/handshake", HandshakeView.as_view(), name="handshake"),
     door("agent/handshake/verify", HandshakeVerifyView.as_view(), name="handshake_verify"),
     door("agent/asp", AgentSemanticProtocolView.as_view(), name="asp"),
     re_door(rf"^capabilities/(?P<name>{ANYTHING})$", CapabilityView.as_view(), name="capability"),
+    door("capabilities", MissingNameView.as_view(missing="capability"), name="capability_missing"),
     door("ask", AskView.as_view(), name="nlweb_ask"),
     door("await", AwaitView.as_view(), name="nlweb_await"),
     door("mcp", MCPView.as_view(), name="mcp"),

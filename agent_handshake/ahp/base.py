@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponseBase
+from django.urls import reverse
 from rest_framework.request import Request
 
 from ..concierge import errors
@@ -42,3 +43,36 @@ class AHPView(FrontDoorView):
         response = error_response(405, "method_not_allowed", message, allowed_methods=supported)
         response["Allow"] = ", ".join(supported)
         return response
+
+
+class MissingNameView(AHPView):
+    """A path an AHP resource's name or id is missing from (``/capabilities``, ``/agent/converse/status/``): no
+    resource, so AHP's JSON 404 for every method, saying where the resources are. An agent trims a URL to these; the
+    site's own routes would answer with an HTML page (or, with ``APPEND_SLASH``, a redirect that loses a ``POST``).
+    Not an endpoint: /openapi.json leaves it out."""
+
+    #: Whose name is missing: ``"capability"`` or ``"session"`` (a job's status), set in the URL pattern.
+    missing = "capability"
+    authentication_classes: list = []
+    openapi_inspector = None  # type: ignore[assignment]
+    earns_trust = False
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # counted, for the X-RateLimit-* headers, then refused
+        raise self.not_found()
+
+    def not_found(self) -> errors.ConciergeError:
+        if self.missing == "session":
+            status = reverse("agent_handshake:converse_status", args=["-"])[:-1]
+            return errors.NotFound(
+                f"No session_id is in the URL: a job's status is at GET {status}<session_id>.", reason="unknown_session"
+            )
+        from .converse import converse_capabilities  # converse.py builds on this module
+
+        available = [capability.name for capability in converse_capabilities()]
+        capability = reverse("agent_handshake:capability", args=["-"])[:-1]
+        return errors.UnknownCapability(
+            f"No capability is named in the URL: call one with POST {capability}<name> (the manifest lists them).",
+            status=404,
+            available_capabilities=available,
+        )
