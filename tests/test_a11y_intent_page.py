@@ -1,0 +1,41 @@
+"""The intent page (/intent-ui/) as people meet it, in one headless Chromium (Playwright) against a live server: with
+JavaScript off, on a 360 px phone, through the site's choice of what to do, and when the site asks them to slow
+down. Chromium is Debian's; without it (or Playwright) the test is skipped and says why."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_browser import CHROMIUM, written_by_the_server  # noqa: F401 (a fixture)
+from tests.test_nlweb_live import serve
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+MESSAGE = "Tell us what you would like, in your own words"
+#: More than the per-address limit of the test settings' anonymous requests (RATE_LIMITS, 30/minute).
+OVER_THE_LIMIT = 31
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium on this machine: `apt-get install chromium` (make install-test)")
+def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when_told_to_wait(written_by_the_server):  # noqa: F811
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make install-test)")
+    with serve("gunicorn (WSGI)", "") as url, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"])
+
+        # Without JavaScript the page says it needs it, and offers no form that would throw away what was typed (a
+        # plain GET of the page again, the text gone, nothing said).
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        page.goto(f"{url}/intent-ui/")
+        assert "needs JavaScript" in page.locator("main").inner_text()
+        assert not page.get_by_label(MESSAGE).is_visible()
+        assert not page.get_by_role("button", name="Send").is_visible()
+        context.close()
+
+        context = browser.new_context(viewport={"width": 360, "height": 740})
+        page = context.new_page()
+        page.goto(f"{url}/intent-ui/")
+        assert "needs JavaScript" not in page.locator("main").inner_text()
+        assert page.get_by_label(MESSAGE).is_visible()
+
+        browser.close()
