@@ -107,3 +107,42 @@ def test_a_malformed_reply_is_answered_extractively_not_a_server_error(client, d
     assert body["status"] == "success"
     assert body["response"]["answer"]
     assert isinstance(body["meta"]["tokens_used"], int)
+
+
+# Defect 2: a reply the server cut off was served as if the model had finished it.
+
+
+def test_a_reply_cut_off_at_max_tokens_keeps_only_its_finished_sentences(client, demo_content, shaped_openai):
+    """``finish_reason: "length"``: the model ran out of tokens mid-sentence ("Never steep it above ..." says the
+    opposite of what it was going to); the answer ends with its last finished sentence."""
+    shaped_openai.reply = lambda request: "Gyokuro is shaded for three weeks before harvest [1]. Never steep it above"
+    shaped_openai.shape = finishing("length")
+    with override_settings(AGENT_HANDSHAKE=llm_settings(shaped_openai)):
+        _, body = ask(client, QUESTION)
+    assert body["response"]["answer"] == "Gyokuro is shaded for three weeks before harvest [1]."
+
+
+def test_a_list_cut_off_at_max_tokens_keeps_its_finished_items(client, demo_content, shaped_openai):
+    shaped_openai.reply = lambda request: "- Shade the bushes for three weeks [1]\n- Pick the youngest lea"
+    shaped_openai.shape = finishing("length")
+    with override_settings(AGENT_HANDSHAKE=llm_settings(shaped_openai)):
+        _, body = ask(client, QUESTION)
+    assert body["response"]["answer"] == "- Shade the bushes for three weeks [1]"
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("Gyokuro is shaded for about", "length"),  # not one sentence finished
+        ("Gyokuro is shaded [1]. Then the farmer tells you to", "content_filter"),  # the provider's filter stopped it
+    ],
+)
+def test_a_reply_with_nothing_finished_or_filtered_is_replaced(client, demo_content, shaped_openai, reply, reason):
+    shaped_openai.reply = lambda request: reply
+    shaped_openai.shape = finishing(reason)
+    with override_settings(AGENT_HANDSHAKE=llm_settings(shaped_openai)):
+        _, body = ask(client, QUESTION)
+    assert body["status"] == "success"
+    assert body["meta"]["guardrail"] == "output_blocked"
+    assert "Gyokuro is shaded" not in body["response"]["answer"]
+    assert body["response"]["answer"]  # the extractive answer

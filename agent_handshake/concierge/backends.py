@@ -295,8 +295,9 @@ def check_output(answer: str, evidence: Sequence[Evidence]) -> tuple[str, set[in
     return answer, cited, guardrail
 
 
-def reply_text(completion: Any) -> str:
-    """The text of a chat completion's first choice; "" for a reply without one.
+def reply_text(completion: Any) -> tuple[str, str | None]:
+    """The text of a chat completion's first choice ("" for a reply without one) and why the model stopped
+    (``finish_reason``: "stop", "length", "content_filter", ...).
 
     The client does not check what a server sends: no choice at all (a content filter, a broken proxy), a choice
     without a message, or ``content`` that is no string. A list of content parts (Mistral's reasoning models, some
@@ -310,7 +311,19 @@ def reply_text(completion: Any) -> str:
             for part in content
             if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
         )
-    return content if isinstance(content, str) else ""
+    finish = getattr(choice, "finish_reason", None)
+    return (content if isinstance(content, str) else ""), (finish if isinstance(finish, str) else None)
+
+
+# Where a reply cut off mid-way may end: after a finished sentence (with the closing quotes, emphasis and
+# citations after it) or a finished line (a list item, a table row).
+FINISHED = re.compile(r"[.!?…。！？][\"'”’)\]*_]*(?:[ \t]*\[\d{1,3}\])*(?=\s|$)|\n")
+
+
+def finished_part(text: str) -> str:
+    """``text`` up to the end of its last finished sentence or line ("" when it finished none)."""
+    ends = [match.end() for match in FINISHED.finditer(text)]
+    return text[: ends[-1]].rstrip() if ends else ""
 
 
 def tokens_of(completion: Any) -> int:
@@ -361,18 +374,25 @@ class OpenAIAnswerer(AnswerBackend):
             fallback.guardrail = "model_unavailable"
             return fallback
         tokens = tokens_of(completion)
-        text = reply_text(completion)
+        text, finish = reply_text(completion)
+        # Stopped by the provider's content filter: what it let through is part of something it would not send.
+        filtered = finish == "content_filter"
+        # Stopped at max_tokens, maybe mid-sentence ("Never steep it above"): what it finished is the answer.
+        finished = finished_part(text) if finish == "length" else text
         # A token is about four characters: sixteen a token is a server that ignored max_tokens.
-        too_long = len(text) > 16 * max_tokens
-        answer, cited, guardrail = check_output(text, evidence) if not too_long else ("", set(), None)
-        if not text.strip():
+        too_long = len(finished) > 16 * max_tokens
+        answer, cited, guardrail = check_output(finished, evidence) if not (too_long or filtered) else ("", set(), None)
+        if filtered:
+            blocked = "output_blocked"
+            logger.warning("The answer model at %s stopped at its content filter; answered extractively", self.base_url)
+        elif not text.strip():
             blocked = "model_unavailable"
             logger.warning("The answer model at %s sent no text; answering extractively", self.base_url)
         # An answer the cleaning left without a word is none. (A leak of the instructions is looked for by the
         # concierge, in every backend's answer: see answering.answer_with.)
         elif too_long or not re.search(r"\w", CITATION.sub("", answer)):
             blocked = "output_blocked"
-            logger.warning("An answer was too long or had nothing left; it was replaced")
+            logger.warning("An answer was too long, or had nothing finished or nothing left; it was replaced")
         else:
             return GeneratedAnswer(answer, tokens_used=tokens, cited=cited, guardrail=guardrail, backend=self.name)
         fallback = ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
