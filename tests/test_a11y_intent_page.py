@@ -36,6 +36,17 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         page = context.new_page()
         page.goto(f"{url}/intent-ui/")
         assert "needs JavaScript" not in page.locator("main").inner_text()
-        assert page.get_by_label(MESSAGE).is_visible()
+        message = page.get_by_label(MESSAGE)
+        assert message.is_visible()
+
+        # On a phone, a long word (a pasted link, a reference) and markup in the conversation wrap, shown as text: the
+        # page does not scroll sideways.
+        long_word = "https://example.com/" + "tea" * 120
+        message.fill(f"Is <b>{long_word}</b> in stock?")
+        page.get_by_role("button", name="Send").click()
+        page.locator("#conversation li.site").first.wait_for()
+        assert page.locator("#conversation b").count() == 0
+        assert f"<b>{long_word}</b>" in page.get_by_role("log").text_content()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 360
 
         browser.close()
