@@ -49,4 +49,20 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         assert f"<b>{long_word}</b>" in page.get_by_role("log").text_content()
         assert page.evaluate("document.documentElement.scrollWidth") <= 360
 
+        # Something the page does not offer: the site offers what it does, and a person whom none of it fits, by
+        # keyboard, can leave the choice and say something else (the choice was the only way on: a dead end).
+        page.goto(f"{url}/intent-ui/")
+        message.fill("Can someone call me back?")
+        message.press("Tab")
+        page.keyboard.press("Enter")
+        page.get_by_role("heading", name="Which one do you mean?").wait_for()
+        assert page.evaluate("document.activeElement.id") == "choices-heading"
+        none_fits = page.get_by_role("button", name="None of these")
+        assert none_fits.count() == 1
+        none_fits.focus()
+        page.keyboard.press("Enter")
+        message.wait_for()
+        assert page.evaluate("document.activeElement.id") == "message"
+        assert not page.get_by_role("heading", name="Which one do you mean?").is_visible()
+
         browser.close()
