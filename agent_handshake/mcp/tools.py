@@ -8,7 +8,8 @@ a capability already has the name: ``ask`` (NLWeb's MCP binding: a question to `
 
 A result's ``content[0].text`` is the answer; the same data follows as JSON in a second text block (for clients of
 any revision) and, from ``2025-06-18``, as ``structuredContent``, declared by ``outputSchema`` where the capability
-has an ``output_schema``. Whatever the concierge refuses (credentials, scope, input, limits) is a tool error
+has an ``output_schema`` (an idempotent retry's stored result too, whichever revision the first call spoke:
+:func:`for_revision`). Whatever the concierge refuses (credentials, scope, input, limits) is a tool error
 (``isError``) that says what to do, so a model can correct itself; an unknown tool or arguments that are not an
 object are JSON-RPC errors. Both answer with HTTP 200, so each is noted for the traffic insights as what it is
 (:func:`refusal`; the view notes the JSON-RPC errors).
@@ -183,6 +184,25 @@ def result(text: str, structured: dict[str, Any] | None, revision: Revision, *, 
     return {"content": content, "isError": is_error}
 
 
+def for_revision(body: dict[str, Any], revision: Revision) -> dict[str, Any]:
+    """A stored tool result (an idempotent replay) as ``revision`` has it. :func:`result` gives the structured data as
+    JSON in a second text block on every revision, and as ``structuredContent`` too from 2025-06-18, where a tool
+    with an ``outputSchema`` MUST give it: a result first rendered for an earlier revision gets it from that block,
+    and one rendered for a later revision loses it on an earlier one."""
+    if not revision.at_least("2025-06-18"):
+        return {key: value for key, value in body.items() if key != "structuredContent"}
+    content = body.get("content")
+    if "structuredContent" in body or not isinstance(content, list) or len(content) != 2:
+        return body  # one block: a tool error or a question for missing input, which have no structured data
+    try:
+        structured = json.loads(content[1]["text"])
+    except (KeyError, TypeError, ValueError):
+        return body
+    if not isinstance(structured, dict):
+        return body
+    return {"content": content, "structuredContent": structured, **{k: v for k, v in body.items() if k != "content"}}
+
+
 def tool_error(exc: errors.ConciergeError, revision: Revision) -> dict[str, Any]:
     message = exc.message
     if isinstance(exc, errors.AuthRequired):
@@ -349,6 +369,8 @@ def invoke(
     idempotency_key = request.headers.get("Idempotency-Key")
     status, body = call_.respond(render, idempotency_key)
     exchange.replayed |= call_.replayed
+    if call_.replayed:  # stored as the first call's revision rendered it; a retry may speak another
+        body = for_revision(body, revision)
     exchange.refused |= 400 <= status < 500
     exchange.failed |= status >= 500
     return body
