@@ -175,7 +175,7 @@ class FrontDoorView(APIView, abc.ABC):
     #: False for a request that does no work for the agent (housekeeping: a job's status, NLWeb's /await, the schema
     #: templates' listing, MCP's ping): accepted, it moves a verified agent's trust no more than a 5xx does (ten of
     #: them would otherwise take a new DID to the top tier); refused, it lowers trust as any refusal does. An
-    #: idempotent replay (a response with ``Idempotent-Replayed: true``) is treated the same way.
+    #: idempotent replay (a response with ``Idempotent-Replayed: true``) moves trust neither way.
     earns_trust = True
 
     @abc.abstractmethod
@@ -304,11 +304,12 @@ class FrontDoorView(APIView, abc.ABC):
         asked = request.method != "OPTIONS"
         status = response.status_code
         accepted = status < 400 and not self.declined
-        # An idempotent replay (every door says so with this header) is the stored answer of work already rewarded:
-        # accepted, it earns nothing, or one request sent again and again would raise the agent's tier.
+        # An idempotent replay (every door says so with this header) is the stored answer of a request already judged:
+        # it moves nothing. Accepted, one request sent again and again would raise the agent's tier; refused, an
+        # honest network retry would be penalised twice.
         replayed = response.headers.get(REPLAYED) == "true"
-        # Housekeeping or a replay, accepted: no work done that trust could reward.
-        idle = accepted and (replayed or not self.earns_trust)
+        # Housekeeping, accepted, or a replay: no work done that trust could reward or refuse.
+        idle = replayed or (accepted and not self.earns_trust)
         if getattr(credentials, "agent", None) is not None and asked and not failed and not idle:
             note = "" if accepted or status >= 400 else " (not accepted)"
             trust.record(credentials.agent.pk, accepted, f"{request.method} {request.path[:120]} -> {status}{note}")

@@ -5,8 +5,9 @@ a capability or tool called, a page read, an intent answered) and down by ``-0.0
 a malformed request, a scope it lacks, a rate limit), clamped to [0, 1]; a 5xx is the site's own failure and moves
 nothing. Housekeeping that does no work for anyone (MCP's ``initialize``, ``ping``, listings and notifications, its
 ``job_status`` poll: ``mcp/server.py``'s ``earns_trust``) moves trust only when refused: accepted, ten of them would
-take a new DID to the top tier. So does an idempotent replay (the stored answer to a request sent again with its
-``Idempotency-Key``, ``Idempotent-Replayed: true``): the work was done, and rewarded, once. :func:`record` changes it
+take a new DID to the top tier. An idempotent replay (the stored answer to a request sent again with its
+``Idempotency-Key``, ``Idempotent-Replayed: true``) moves nothing, accepted or refused: the request was judged, and
+rewarded or refused, once (an honest network retry is not penalised twice). :func:`record` changes it
 in one statement that also writes the :class:`~agent_handshake.models.TrustEvent` history row, so concurrent requests
 never lose an update. An operator may pin an agent's trust (requests no longer change it) or block the DID (every
 request gets 403, and the work it queued before stops acting for it: :func:`blocked_owner`).
