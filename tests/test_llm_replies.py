@@ -146,3 +146,49 @@ def test_a_reply_with_nothing_finished_or_filtered_is_replaced(client, demo_cont
     assert body["meta"]["guardrail"] == "output_blocked"
     assert "Gyokuro is shaded" not in body["response"]["answer"]
     assert body["response"]["answer"]  # the extractive answer
+
+
+# Defect 3: retries multiplied the wait: ``timeout`` was per attempt, and a 429's Retry-After was waited out in full.
+
+
+def patient_settings(fake: FakeOpenAI, **options: Any) -> dict[str, Any]:
+    settings = llm_settings(fake)
+    settings["ANSWER_OPTIONS"] = {**settings["ANSWER_OPTIONS"], "max_retries": 2, **options}
+    return settings
+
+
+def timed_ask(client, settings: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    started = time.monotonic()
+    with override_settings(AGENT_HANDSHAKE=settings):
+        response, body = ask(client, QUESTION)
+    assert response.status_code == 200, body
+    return time.monotonic() - started, body
+
+
+def test_a_rate_limited_model_does_not_hold_the_agent_past_the_timeout(client, demo_content, shaped_openai):
+    """A model server answering 429 with ``Retry-After: 10``: the client waited the ten seconds before each of its
+    retries (up to a minute each), so the agent waited 20 s for a timeout of 2; a retry that cannot fit in the
+    time left is not made, and the agent gets the extractive answer at once."""
+    shaped_openai.fail_next = [429, 429, 429]
+    shaped_openai.fail_headers = {"Retry-After": "10"}
+    elapsed, body = timed_ask(client, patient_settings(shaped_openai, timeout=2))
+    assert body["meta"]["guardrail"] == "model_unavailable"
+    assert elapsed < 5  # the question's own work (embedding, retrieval) included
+    assert len(shaped_openai.chat_requests()) == 1
+
+
+def test_a_slow_model_is_given_up_on_after_the_timeout_retries_included(client, demo_content, shaped_openai):
+    shaped_openai.delay = 2.5
+    elapsed, body = timed_ask(client, patient_settings(shaped_openai, timeout=1))
+    assert body["meta"]["guardrail"] == "model_unavailable"
+    assert elapsed < 3  # three attempts of a second each, with the waits between them, before
+
+
+def test_a_failure_is_still_retried_when_the_retry_fits_in_the_timeout(client, demo_content, shaped_openai):
+    shaped_openai.reply = lambda request: "Gyokuro is shaded for about three weeks before harvest [1]."
+    shaped_openai.fail_next = [503, 429]
+    shaped_openai.fail_headers = {"Retry-After": "0.2"}
+    _, body = timed_ask(client, patient_settings(shaped_openai, timeout=10))
+    assert body["response"]["answer"] == "Gyokuro is shaded for about three weeks before harvest [1]."
+    assert "guardrail" not in body["meta"]
+    assert len(shaped_openai.chat_requests()) == 3

@@ -17,9 +17,11 @@ counting its citations.
 from __future__ import annotations
 
 import abc
+import email.utils
 import hashlib
 import logging
 import re
+import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -351,7 +353,51 @@ class OpenAIAnswerer(AnswerBackend):
     ) -> None:
         self.model = model
         self.temperature = temperature
-        self._openai, self._client, self.base_url = openai_client(base_url, api_key, timeout, max_retries)
+        self.timeout = timeout
+        self.max_retries = max_retries
+        # The retries are ours (:meth:`complete`): the client's would each wait out a Retry-After of up to a
+        # minute, and give every attempt the whole timeout.
+        self._openai, self._client, self.base_url = openai_client(base_url, api_key, timeout, 0)
+
+    def complete(self, messages: list[dict], max_tokens: int) -> Any:
+        """The chat completion, within ``timeout`` seconds in all: a failure worth retrying (a 429, a 5xx, a lost or
+        timed-out connection) is retried, at most ``max_retries`` times, only when the wait (a Retry-After, or
+        0.5 s doubling) leaves time for another attempt; otherwise its error is raised."""
+        deadline = time.monotonic() + self.timeout
+        retries = max(0, self.max_retries)
+        for attempt in range(retries + 1):
+            try:
+                return self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,
+                    max_tokens=max_tokens,
+                    temperature=self.temperature,
+                    timeout=max(0.001, deadline - time.monotonic()),
+                )
+            except self._openai.OpenAIError as error:
+                wait = self.retry_wait(error, attempt)
+                if attempt == retries or wait is None or wait >= deadline - time.monotonic():
+                    raise
+                time.sleep(wait)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def retry_wait(self, error: Exception, attempt: int) -> float | None:
+        """Seconds to wait before retrying after ``error``; None when it is not worth retrying (a 400, a 401)."""
+        if isinstance(error, self._openai.APIStatusError):
+            if error.status_code not in (408, 409, 429) and error.status_code < 500:
+                return None
+            retry_after = error.response.headers.get("retry-after", "")
+            try:
+                return max(0.0, float(retry_after))
+            except ValueError:
+                try:
+                    moment = email.utils.parsedate_to_datetime(retry_after)
+                    return max(0.0, moment.timestamp() - time.time())
+                except (TypeError, ValueError):
+                    pass
+        elif not isinstance(error, self._openai.APIConnectionError):  # a timeout is one
+            return None
+        return 0.5 * 2**attempt
 
     def answer(
         self,
@@ -365,9 +411,7 @@ class OpenAIAnswerer(AnswerBackend):
             return ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
         messages = build_messages(question, evidence, max_tokens, site_name, history)
         try:
-            completion = self._client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=max_tokens, temperature=self.temperature
-            )
+            completion = self.complete(messages, max_tokens)
         except self._openai.OpenAIError:
             logger.exception("The answer model at %s failed; answering extractively", self.base_url)
             fallback = ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
