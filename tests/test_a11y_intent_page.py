@@ -4,6 +4,8 @@ down. Chromium is Debian's; without it (or Playwright) the test is skipped and s
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.test_browser import CHROMIUM, written_by_the_server  # noqa: F401 (a fixture)
@@ -65,4 +67,28 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         assert page.evaluate("document.activeElement.id") == "message"
         assert not page.get_by_role("heading", name="Which one do you mean?").is_visible()
 
+        # Told to slow down (a 429 with Retry-After, once the page's address has sent its limit's worth): the person
+        # reads, in words, how long to wait, and may send the message again from where it is.
+        page.goto(f"{url}/intent-ui/")
+        csrf = next(cookie["value"] for cookie in context.cookies() if cookie["name"] == "csrftoken")
+        page.evaluate(
+            """async ([count, csrf]) => {
+                for (let i = 0; i < count; i++) {
+                    await fetch("/intent-ui/message", {method: "POST", credentials: "same-origin",
+                        headers: {"Content-Type": "application/json", "X-CSRFToken": csrf},
+                        body: JSON.stringify({message: "Hello"})});
+                }
+            }""",
+            [OVER_THE_LIMIT, csrf],
+        )
+        message.fill("Is LK-TEA-0001 in stock?")
+        page.get_by_role("button", name="Send").click()
+        problem = page.locator("#conversation li.site.problem")
+        problem.wait_for()
+        said = problem.text_content()
+        assert "IP address" not in said, said
+        assert re.search(r"try again in \d+ seconds?", said), said
+        assert message.is_visible()
+        assert message.input_value() == "Is LK-TEA-0001 in stock?"
+        assert page.evaluate("document.activeElement.id") == "message"
         browser.close()
