@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from . import signals, state
@@ -39,12 +39,8 @@ def index_on_save_mode() -> str:
     return "celery" if conf.broker_url or conf.broker_write_url else "sync"
 
 
-def _sync_on_commit(instance: Model, using: str) -> None:
-    """Queue the object's re-indexing for when the transaction commits (``INDEX_ON_SAVE``)."""
-    _reindex_on_commit(type(instance), instance.pk, using)
-
-
 def _reindex_on_commit(model: type[Model], pk: Any, using: str) -> None:
+    """Queue the re-indexing of ``model``'s object ``pk`` for when the transaction commits (``INDEX_ON_SAVE``)."""
     mode = index_on_save_mode()
     meta = model._meta
     # Strings, not the instance: the task may run in another process, after the row changed again.
@@ -95,18 +91,45 @@ def _index_now(app_label: str, model_name: str, pk: str) -> None:
         state.invalidate()
 
 
+def registered_rows(model: type[Model]) -> list[tuple[type[Model], Field | None]]:
+    """The registered models whose objects a save through ``model`` writes, each with the field of ``model`` that
+    holds its object's key (None: the instance's own pk). Django's signals name only the class saved: its proxies
+    and the model it proxies share its table, and the parents of multi-table inheritance have a row saved with it.
+
+    A table's documents are keyed by its concrete model's content type, so of the registered models on one table
+    one has them: the class saved when it is registered, else the concrete model, else the registered proxies. A
+    model unregistered since keeps its receivers, and finds nothing here.
+    """
+    concrete = model._meta.concrete_model
+    registered = [config.model for config in content_registry.configs()]
+    found: list[tuple[type[Model], Field | None]] = []
+    for table in (concrete, *concrete._meta.get_parent_list()):
+        on_table = [other for other in registered if other._meta.concrete_model is table]
+        link = None if table is concrete else concrete._meta.get_ancestor_link(table)
+        if model in on_table:
+            on_table = [model]
+        elif table in on_table:
+            on_table = [table]
+        found += [(other, link) for other in on_table]
+    return found
+
+
 def object_saved(
     sender: type[Model], instance: Model, raw: bool = False, using: str = DEFAULT_DB_ALIAS, **kwargs: Any
 ) -> None:
-    # Fixture loading (raw=True) saves rows before their relations exist; `agent_reindex` follows it. A model
-    # unregistered since keeps its receivers, and has nothing to index by.
-    if not raw and content_registry.is_registered(sender):
-        _sync_on_commit(instance, using)
+    # Fixture loading (raw=True) saves rows before their relations exist; `agent_reindex` follows it.
+    if raw:
+        return
+    for model, link in registered_rows(sender):
+        _reindex_on_commit(model, instance.pk if link is None else getattr(instance, link.attname), using)
 
 
 def object_deleted(sender: type[Model], instance: Model, using: str = DEFAULT_DB_ALIAS, **kwargs: Any) -> None:
-    if content_registry.is_registered(sender):
-        _sync_on_commit(instance, using)
+    # Only the deleted class's own table: deleting a child of multi-table inheritance deletes its parents' rows
+    # too, and Django sends their own post_delete for them.
+    for model, link in registered_rows(sender):
+        if link is None:
+            _reindex_on_commit(model, instance.pk, using)
 
 
 def relations_changed(
@@ -125,9 +148,11 @@ def relations_changed(
     ``model`` in ``pk_set`` (the posts). ``clear()`` sends no ``pk_set``: the linked objects are read before the
     rows go (Django runs add, remove and clear in a transaction, so the work still happens after the commit).
     """
-    if action in ("post_add", "post_remove", "post_clear") and content_registry.is_registered(type(instance)):
-        _sync_on_commit(instance, using)
-    if not content_registry.is_registered(model):
+    if action in ("post_add", "post_remove", "post_clear"):
+        for registered in _on_table(type(instance)):
+            _reindex_on_commit(registered, instance.pk, using)
+    others = _on_table(model)
+    if not others:
         return
     if action in ("post_add", "post_remove") and pk_set:
         pks = list(pk_set)  # no query: indexing reads each object itself (and drops what is no longer published)
@@ -135,8 +160,15 @@ def relations_changed(
         pks = list(_linked(sender, instance, reverse, model).using(using).values_list("pk", flat=True))
     else:
         return
-    for pk in pks:
-        _reindex_on_commit(model, pk, using)
+    for registered in others:
+        for pk in pks:
+            _reindex_on_commit(registered, pk, using)
+
+
+def _on_table(model: type[Model]) -> list[type[Model]]:
+    """The registered models whose objects are the rows of ``model``'s own table (``model``, a proxy of it or the
+    model it proxies): a many-to-many change is a change of those, not of a parent's row."""
+    return [registered for registered, link in registered_rows(model) if link is None]
 
 
 def _linked(through: type[Model], instance: Model, reverse: bool, model: type[Model]):
@@ -164,15 +196,28 @@ def record_written(sender: type[Model], created: bool, raw: bool = False, **kwar
 def connect_model(model: type[Model]) -> None:
     """Keep the documents of ``model``, a registered model, in step with its rows. Connecting it again changes
     nothing (each receiver has a ``dispatch_uid``)."""
-    uid = f"agent_handshake:{model._meta.label_lower}"
-    post_save.connect(object_saved, sender=model, dispatch_uid=uid)
-    post_delete.connect(object_deleted, sender=model, dispatch_uid=uid)
+    # Every class that writes its rows: itself, the model it proxies and that model's other proxies, and the
+    # children of multi-table inheritance and their proxies, which are all subclasses of the concrete model. One
+    # receiver per class, whichever registered model connected it (the dispatch_uid is keyed with the sender).
+    writers = {model, *_subclasses(model._meta.concrete_model)}
+    for writer in writers:
+        post_save.connect(object_saved, sender=writer, dispatch_uid="agent_handshake:content")
+        post_delete.connect(object_deleted, sender=writer, dispatch_uid="agent_handshake:content")
     # Both sides: the model's own many-to-many fields and those of other models that point at it.
     throughs = [field.remote_field.through for field in model._meta.many_to_many]
     throughs += [rel.through for rel in model._meta.related_objects if rel.many_to_many]
     for through in throughs:
         # One receiver per relation, even when both of its models are registered.
         m2m_changed.connect(relations_changed, sender=through, dispatch_uid="agent_handshake:m2m")
+
+
+def _subclasses(model: type[Model]) -> set[type[Model]]:
+    """``model`` and the models that inherit from it, at any depth."""
+    found = {model}
+    for child in model.__subclasses__():
+        if not child._meta.abstract:
+            found |= _subclasses(child)
+    return found
 
 
 def model_registered(sender: type[Model], **kwargs: Any) -> None:
