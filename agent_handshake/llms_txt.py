@@ -47,6 +47,31 @@ def _text(text: str) -> str:
     return _INLINE_MARKUP.sub(r"\\\1", _one_line(text))
 
 
+#: What makes a line a block of its own where text starts it (a blockquote's, a list item's): an ATX heading, a bullet
+#: list item, a code fence, a thematic break ("***", "- - -", "___"). Escaped there with a backslash before it.
+_BLOCK_MARKER = re.compile(r"#{1,6}(?: |$)|[-+*](?: |$)|~~~|([-*_])(?: *\1){2,} *$")
+#: An ordered list item ("1. ", "2) "): the backslash goes before its "." or ")".
+_ORDERED_MARKER = re.compile(r"(\d{1,9})([.)])(?= |$)")
+#: A heading's closing sequence (" ##" at its end), which a reader drops: escaped, the text keeps it.
+_HEADING_CLOSE = re.compile(r"(^| )(#+)$")
+
+
+def _block_text(text: str) -> str:
+    """:func:`_text` where it starts a line's content ("> summary", "- name: ..."): it stays that block's text (a
+    summary "# Free tea" or "1. Buy" is no heading or list inside the quote)."""
+    text = _text(text)
+    if ordered := _ORDERED_MARKER.match(text):
+        return f"{ordered.group(1)}\\{text[ordered.end(1) :]}"
+    return "\\" + text if _BLOCK_MARKER.match(text) else text
+
+
+def _heading(level: int, text: str, default: str) -> str:
+    """A heading whose text is exactly ``text`` (:func:`_text`; ``default`` when that is empty): a title of only
+    spaces is no empty heading, and "Ranked #" keeps its "#"."""
+    shown = _HEADING_CLOSE.sub(r"\1\\\2", _text(text)) or default
+    return f"{'#' * level} {shown}"
+
+
 #: Brackets in a link's text as character references: markdown reads them as the brackets, and a reader that
 #: takes the text up to the first "]" (the llms.txt convention's own parser) finds none to stop at early.
 _BRACKETS = str.maketrans({"[": "&#91;", "]": "&#93;"})
@@ -101,9 +126,9 @@ def offered(snapshot: Snapshot) -> list[ContentConfig]:
 def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
     manifest_url = base_url + reverse("agent_handshake:manifest")
     full_url = base_url + reverse("agent_handshake:llms_full_txt")
-    lines = [f"# {_text(snapshot.name) or 'This site'}", ""]
+    lines = [_heading(1, snapshot.name, "This site"), ""]
     if snapshot.description:
-        lines += [f"> {_text(snapshot.description)}", ""]
+        lines += [f"> {_block_text(snapshot.description)}", ""]
     lines += [
         "This site supports the Agent Handshake Protocol (AHP/0.1). "
         f"Capabilities, content signals and endpoints: {manifest_url}. "
@@ -145,10 +170,10 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
     described = [(config.get_section(), config.section_description) for config, _, _ in sections]
     if any(description for _, description in described):
         lines += ["The sections below:", ""]
-        lines += [f"- {_text(name)}: {_text(description)}" for name, description in described if description]
+        lines += [f"- {_block_text(name)}: {_text(description)}" for name, description in described if description]
         lines.append("")
     for config, documents, total in sections:
-        lines += [f"## {_text(config.get_section())}", ""]
+        lines += [_heading(2, config.get_section(), UNTITLED), ""]
         for url, title, summary in documents.values_list("url", "title", "summary")[:limit]:
             entry = f"- {_link(title, absolute_url(base_url, url))}"
             lines.append(f"{entry}: {_text(summary)}" if summary else entry)
@@ -162,9 +187,9 @@ def render_llms_txt(snapshot: Snapshot, base_url: str) -> str:
 
 def render_document(document: Document, base_url: str, section: str = "") -> str:
     """One object as a markdown page: title, summary, a line of metadata, then its body."""
-    parts = [f"# {_text(document.title)}", ""]
+    parts = [_heading(1, document.title, UNTITLED), ""]
     if document.summary:
-        parts += [f"> {_text(document.summary)}", ""]
+        parts += [f"> {_block_text(document.summary)}", ""]
     # One line: the URL encoded as in llms.txt's links, the rest as text (a line break would start lines of its own).
     meta = [f"URL: {absolute_url(base_url, document.url).translate(_URL_UNSAFE)}"]
     if section:
@@ -185,9 +210,9 @@ def iter_llms_full_txt(snapshot: Snapshot, base_url: str) -> Iterator[str]:
     Each document starts with the line :func:`document_boundary`, section by section in the registry's order.
     """
     boundary = document_boundary(snapshot)
-    yield f"# {_text(snapshot.name) or 'This site'}\n\n"
+    yield f"{_heading(1, snapshot.name, 'This site')}\n\n"
     if snapshot.description:
-        yield f"> {_text(snapshot.description)}\n\n"
+        yield f"> {_block_text(snapshot.description)}\n\n"
     yield (
         f"Every document below starts with the line `{boundary}`, then its `# title`, its summary and a "
         "line of metadata (URL, section, date, type); no line of a document's text is that line (it changes "
