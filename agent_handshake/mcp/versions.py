@@ -70,7 +70,7 @@ class Revision:
         return VERSIONS.index(self.version) >= VERSIONS.index(version)
 
 
-def negotiate(requested: Any) -> str:
+def negotiate(requested: str) -> str:
     """The version ``initialize`` answers: the client's, if we speak it, else our newest handshake revision."""
     return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
 
@@ -119,5 +119,8 @@ def revision_of(message: Message, headers: Mapping[str, str]) -> Revision:
     if header is not None and header not in VERSIONS:  # initialize too: the transport's MUST names every request
         raise unsupported(header)
     if message.method == "initialize":
-        return Revision(negotiate(message.params.get("protocolVersion")))
+        requested = message.params.get("protocolVersion")
+        if not isinstance(requested, str):  # every revision's schema requires it, as a string
+            raise RpcError(INVALID_PARAMS, "params.protocolVersion (the revision the client speaks) must be a string.")
+        return Revision(negotiate(requested))
     return Revision(header or ASSUMED_WITHOUT_HEADER)
