@@ -38,7 +38,9 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.decorators import method_decorator
 from django.views import View
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -263,12 +265,24 @@ def cors(request: Request, response: HttpResponseBase, origin: str) -> None:
         response.headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
 
 
+@method_decorator(csrf_exempt, name="dispatch")
 class ProtectedResourceMetadataView(View):
     """``GET /.well-known/oauth-protected-resource/mcp`` (RFC 9728): how to present credentials at ``/mcp``.
 
-    It names no authorization server: API keys are issued by the site owner (see the README)."""
+    It names no authorization server: API keys are issued by the site owner (see the README). Read-only, so exempt
+    from CSRF: a wrong method gets a JSON 405, as on agent.json, not CSRF's HTML 403."""
 
     http_method_names = ["get", "head", "options"]
+
+    def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        # Allow names every method the resource supports, as the OPTIONS answer does (RFC 9110 §15.5.6); the message
+        # the ones that read the document. The body is the site's other documents' (agent.json, llms.txt).
+        allowed = self._allowed_methods()
+        message = f"Method {named(request.method or '')} is not allowed here; use GET, HEAD."
+        body = {"status": "error", "code": "method_not_allowed", "message": message, "allowed_methods": allowed}
+        response = JsonResponse(body, status=405)
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
 
     def get(self, request: HttpRequest) -> JsonResponse:
         base = base_url(request)
