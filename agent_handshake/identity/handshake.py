@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from ..conf import app_settings
 from ..models import AgentClient, AgentSession, ApiKey, PendingHandshake, SeenSignature, VerifiedAgent
+from ..text import visible_name
 from . import did as dids
 from . import trust
 from .site_key import b64url, site_did, site_private_key, site_public_key_bytes
@@ -149,8 +150,9 @@ def begin(hello: Hello) -> Answer:
         id=secrets.token_urlsafe(24),
         did=hello.did,
         public_key=b64url(hello.public_key),
-        agent_id=hello.agent_id[:200],
-        capabilities=[str(name)[:100] for name in hello.capabilities[:50]],
+        # Self-declared, shown to operators (a verified agent's name in the admin): stored as it shows.
+        agent_id=visible_name(hello.agent_id, 200),
+        capabilities=[name for name in (visible_name(str(name), 100) for name in hello.capabilities[:50]) if name],
         challenge=b64url(challenge),
         agent_challenge=b64url(hello.challenge),
         site_did=ours,

@@ -33,9 +33,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-#: Character categories that do not show: a control character (Cc) that is not white space, a format character (Cf).
-#: They could split a number so that it is not seen, or change what is shown of the text (see the module docstring).
-INVISIBLE_CATEGORIES = ("Cc", "Cf")
+from ..text import without_invisible
+
 #: Unicode hyphens, dashes and minus signs (after NFKC): turned into "-".
 DASHES = re.compile("[\u2010-\u2015\u2043\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d]")
 WHITESPACE = re.compile(r"\s+")
@@ -96,7 +95,8 @@ def normalise(text: str) -> str:
     """``text`` in NFKC, without invisible characters, with ``-`` for every dash and one space for any run of
     whitespace."""
     text = unicodedata.normalize("NFKC", text)
-    text = "".join(char for char in text if char.isspace() or unicodedata.category(char) not in INVISIBLE_CATEGORIES)
+    # Invisible characters could split a number so that it is not seen, or change what is shown of the text.
+    text = without_invisible(text)
     text = DASHES.sub("-", text)
     return WHITESPACE.sub(" ", text)
 
