@@ -166,7 +166,7 @@ class AgentDocumentView(APIView, abc.ABC):
 
     def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         response = HttpResponse()
-        response.headers["Allow"] = "GET, HEAD, OPTIONS"
+        response.headers["Allow"] = ", ".join(self.allowed_methods)
         response.headers["Content-Length"] = "0"
         return response
 
@@ -202,7 +202,8 @@ class AgentDocumentView(APIView, abc.ABC):
         return _finish(response, etag, snapshot.last_modified_timestamp)
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        return method_not_allowed(request.method or "", ["GET", "HEAD"])
+        # Allow names what the OPTIONS answer names (OPTIONS too); the message, the methods that read the document.
+        return method_not_allowed(request.method or "", ["GET", "HEAD"], self.allowed_methods)
 
 
 class ManifestView(AgentDocumentView):

@@ -249,7 +249,7 @@ def test_wrong_method_gets_ahp_json_405(client):
     body = response.json()
     assert body["status"] == "error"
     assert body["code"] == "method_not_allowed"
-    assert response["Allow"] == "GET, HEAD"
+    assert response["Allow"] == "GET, HEAD, OPTIONS"
 
 
 def test_long_profile_text_is_cut_to_the_schema_limits(client, ahp_schemas):

@@ -15,14 +15,17 @@ def error_response(status: int, code: str, message: str, **extra: Any) -> JsonRe
     return JsonResponse(body, status=status)
 
 
-def method_not_allowed(method: str, allowed: list[str]) -> JsonResponse:
+def method_not_allowed(method: str, allowed: list[str], supported: list[str] | None = None) -> JsonResponse:
+    """A 405 whose message says to use ``allowed`` (the methods that do the work) and whose ``Allow`` names every
+    method the resource supports (RFC 9110 §15.5.6), OPTIONS too: ``supported``, ``allowed`` when not given."""
+    supported = supported or allowed
     response = error_response(
         405,
         "method_not_allowed",
         f"Method {named(method)} is not allowed here; use {', '.join(allowed)}.",
-        allowed_methods=allowed,
+        allowed_methods=supported,
     )
-    response["Allow"] = ", ".join(allowed)
+    response["Allow"] = ", ".join(supported)
     return response
 
 
