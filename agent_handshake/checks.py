@@ -25,6 +25,7 @@
 ``agent_handshake.W008``  outside DEBUG, ``CACHE_ALIAS`` or ``RATELIMIT_USE_CACHE`` is a cache whose counters are
                           not atomic, or not kept
 ``agent_handshake.E016``  ``CACHE_ALIAS`` or ``RATELIMIT_USE_CACHE`` names no cache in ``CACHES``
+``agent_handshake.E017``  two registered models share one table (a model and its proxy, or two proxies of it)
 =====================  ====================================================================================
 """
 
@@ -510,6 +511,32 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     ]
     for config in content_registry.configs():  # not sorted by order, which E015 checks
         errors += _config_errors(config)
+    return errors + _shared_table_errors()
+
+
+def _shared_table_errors() -> list[Error]:
+    """E017: registered models whose objects are the rows of one table. Documents, passages and content signals are
+    keyed by the table's model (its content type), so the registrations share one document per row: each one's
+    ``agent_reindex`` deleted the documents of the rows outside its own queryset, which the other had written."""
+    by_table: dict[type, list[ContentConfig]] = {}
+    for config in content_registry.configs():
+        by_table.setdefault(config.model._meta.concrete_model, []).append(config)
+    errors = []
+    for table, configs in by_table.items():
+        if len(configs) < 2:
+            continue
+        labels = " and ".join(config.model._meta.label for config in configs)
+        errors.append(
+            Error(
+                f"{labels} are registered with agent_handshake, but their objects are the rows of one table "
+                f"({table._meta.db_table}): their documents are one set, so each registration's agent_reindex "
+                "deletes the documents of the other's objects, and agents lose them.",
+                hint=f"Keep one registration of {table._meta.label}'s rows: the model (or one proxy of it) with a "
+                "get_queryset() that selects every row agents should see; unregister() the others.",
+                obj=type(configs[-1]),
+                id="agent_handshake.E017",
+            )
+        )
     return errors
 
 
