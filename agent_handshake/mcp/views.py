@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -282,6 +282,22 @@ class ProtectedResourceMetadataView(View):
         body = {"status": "error", "code": "method_not_allowed", "message": message, "allowed_methods": allowed}
         response = JsonResponse(body, status=405)
         response.headers["Allow"] = ", ".join(allowed)
+        return response
+
+    def options(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # Browser MCP clients fetch this with their MCP-Protocol-Version header: a preflight, answered for any origin
+        # as the GET is (the document is public). No content, so no Content-Type.
+        response = HttpResponse()
+        del response.headers["Content-Type"]
+        response.headers["Allow"] = ", ".join(self._allowed_methods())
+        response.headers["Content-Length"] = "0"
+        if "Access-Control-Request-Method" in request.headers:
+            response.headers["Access-Control-Allow-Origin"] = "*"
+            response.headers["Access-Control-Allow-Methods"] = "GET, HEAD"
+            asked = [name.strip() for name in request.headers.get("Access-Control-Request-Headers", "").split(",")]
+            if names := [name for name in asked if HEADER_NAME.fullmatch(name)]:
+                response.headers["Access-Control-Allow-Headers"] = ", ".join(names)
+            response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
         return response
 
     def get(self, request: HttpRequest) -> JsonResponse:
