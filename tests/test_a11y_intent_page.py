@@ -40,6 +40,16 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         assert "needs JavaScript" not in page.locator("main").inner_text()
         message = page.get_by_label(MESSAGE)
         assert message.is_visible()
+        # The page's policy lets its own script run (by the response's nonce) and no other inline one.
+        injected = page.evaluate(
+            """() => {
+                const script = document.createElement("script");
+                script.textContent = "window.injected = true";
+                document.body.appendChild(script);
+                return window.injected === true;
+            }"""
+        )
+        assert not injected
 
         # On a phone, a long word (a pasted link, a reference) and markup in the conversation wrap, shown as text: the
         # page does not scroll sideways.
