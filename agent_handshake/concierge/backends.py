@@ -328,13 +328,25 @@ def finished_part(text: str) -> str:
     return text[: ends[-1]].rstrip() if ends else ""
 
 
-def tokens_of(completion: Any) -> int:
-    """The tokens a chat completion says it used (its total, or the sum of the parts it gives); 0 when it does not
-    say."""
+def estimated_tokens(text: str) -> int:
+    """About how many tokens ``text`` is, for a server that does not say: a token per four characters, and never
+    fewer than the answers' own reckoning elsewhere (a token is about three quarters of a word)."""
+    return max(-(-len(text) // 4), -(-len(text.split()) * 4 // 3))
+
+
+def tokens_of(completion: Any, messages: Sequence[dict] = (), reply: str = "") -> int:
+    """The tokens a chat completion used: its total, or the sum of its prompt and completion counts; a count it does
+    not give (many OpenAI-compatible servers send no ``usage``) is estimated from ``messages`` and ``reply``
+    (:func:`estimated_tokens`), so that no answer is free of the token budgets."""
     usage = getattr(completion, "usage", None)
     counts = [getattr(usage, name, None) for name in ("total_tokens", "prompt_tokens", "completion_tokens")]
-    counts = [count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0 for count in counts]
-    return counts[0] or counts[1] + counts[2]
+    total, prompt, written = [
+        count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0 for count in counts
+    ]
+    if total:
+        return total
+    read = "\n".join(message["content"] for message in messages if isinstance(message.get("content"), str))
+    return (prompt or estimated_tokens(read)) + (written or estimated_tokens(reply))
 
 
 class OpenAIAnswerer(AnswerBackend):
@@ -417,8 +429,8 @@ class OpenAIAnswerer(AnswerBackend):
             fallback = ExtractiveAnswerer().answer(question, evidence, max_tokens, site_name)
             fallback.guardrail = "model_unavailable"
             return fallback
-        tokens = tokens_of(completion)
         text, finish = reply_text(completion)
+        tokens = tokens_of(completion, messages, text)
         # Stopped by the provider's content filter: what it let through is part of something it would not send.
         filtered = finish == "content_filter"
         # Stopped at max_tokens, maybe mid-sentence ("Never steep it above"): what it finished is the answer.
