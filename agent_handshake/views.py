@@ -13,7 +13,6 @@ import abc
 import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,6 +34,7 @@ from . import content_signals, state
 from .ahp.errors import method_not_allowed
 from .ahp.manifest import build_manifest
 from .conf import app_settings
+from .cors import answer_preflight, is_preflight
 from .frontdoor import PinnedNegotiation, described
 from .hosts import base_url, request_origin
 from .identity.site_key import site_public_key
@@ -132,23 +132,6 @@ MANIFEST_SCHEMA = {
 }
 
 
-#: An HTTP header name (RFC 9110 token).
-HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-PREFLIGHT_MAX_AGE = 600
-
-
-def preflight(request: HttpRequest, response: HttpResponseBase) -> None:
-    """A browser's CORS preflight for a public document: its GET is sent to any origin (:func:`_finish`), so a page
-    that adds a header (``If-None-Match``, an MCP client's ``MCP-Protocol-Version``) is let send it; without this the
-    browser refuses the page the document. No credentials are involved, so the names asked for are allowed."""
-    response.headers["Access-Control-Allow-Origin"] = "*"
-    response.headers["Access-Control-Allow-Methods"] = "GET, HEAD"
-    asked = [name.strip() for name in request.headers.get("Access-Control-Request-Headers", "").split(",")]
-    if allowed := [name for name in asked if HEADER_NAME.fullmatch(name)]:
-        response.headers["Access-Control-Allow-Headers"] = ", ".join(allowed)
-    response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
-
-
 class AgentDocumentView(APIView, abc.ABC):
     """A generated, cacheable document answered with ETag/Last-Modified and 304 on a match."""
 
@@ -187,8 +170,10 @@ class AgentDocumentView(APIView, abc.ABC):
         del response.headers["Content-Type"]  # no content, so no type (Django's default would say text/html)
         response.headers["Allow"] = ", ".join(self.allowed_methods)
         response.headers["Content-Length"] = "0"
-        if "Access-Control-Request-Method" in request.headers:
-            preflight(request, response)
+        if is_preflight(request):
+            # Its GET is sent to any origin (:func:`_finish`), so a page that adds a header (``If-None-Match``, an
+            # MCP client's ``MCP-Protocol-Version``) is let send it; without this the browser refuses it the document.
+            answer_preflight(request, response, origin="*", methods="GET, HEAD")
         return response
 
     @abc.abstractmethod

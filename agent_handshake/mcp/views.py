@@ -29,7 +29,6 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,6 +48,7 @@ from ..concierge import errors
 from ..concierge.answering import combined_signals
 from ..concierge.validation import named
 from ..conf import app_settings
+from ..cors import answer_preflight, is_preflight
 from ..frontdoor import AgentJSONParser, FrontDoorView, described
 from ..hosts import base_url
 from ..identity.authentication import AgentKeyAuthentication, BodyCredentialsAuthentication
@@ -243,9 +243,6 @@ EXPOSED_HEADERS = (
     "WWW-Authenticate, Idempotent-Replayed, Retry-After, Content-Signal, Link, "
     "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-RateLimit-Window"
 )
-#: An HTTP header name (RFC 9110 token).
-HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-PREFLIGHT_MAX_AGE = 600
 
 
 def cors(request: Request, response: HttpResponseBase, origin: str) -> None:
@@ -255,12 +252,8 @@ def cors(request: Request, response: HttpResponseBase, origin: str) -> None:
     trusted, and MCP clients add headers of their own (``Mcp-Param-*``)."""
     response.headers["Access-Control-Allow-Origin"] = origin
     patch_vary_headers(response, ["Origin"])
-    if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
-        response.headers["Access-Control-Allow-Methods"] = "POST"
-        asked = [name.strip() for name in request.headers.get("Access-Control-Request-Headers", "").split(",")]
-        if names := [name for name in asked if HEADER_NAME.fullmatch(name)]:
-            response.headers["Access-Control-Allow-Headers"] = ", ".join(names)
-        response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+    if is_preflight(request):
+        answer_preflight(request, response, origin=origin, methods="POST")
     else:
         response.headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
 
@@ -291,13 +284,8 @@ class ProtectedResourceMetadataView(View):
         del response.headers["Content-Type"]
         response.headers["Allow"] = ", ".join(self._allowed_methods())
         response.headers["Content-Length"] = "0"
-        if "Access-Control-Request-Method" in request.headers:
-            response.headers["Access-Control-Allow-Origin"] = "*"
-            response.headers["Access-Control-Allow-Methods"] = "GET, HEAD"
-            asked = [name.strip() for name in request.headers.get("Access-Control-Request-Headers", "").split(",")]
-            if names := [name for name in asked if HEADER_NAME.fullmatch(name)]:
-                response.headers["Access-Control-Allow-Headers"] = ", ".join(names)
-            response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+        if is_preflight(request):
+            answer_preflight(request, response, origin="*", methods="GET, HEAD")
         return response
 
     def get(self, request: HttpRequest) -> JsonResponse:
