@@ -16,6 +16,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 MESSAGE = "Tell us what you would like, in your own words"
 #: More than the per-address limit of the test settings' anonymous requests (RATE_LIMITS, 30/minute).
 OVER_THE_LIMIT = 31
+PROXY_502 = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>"
+DJANGO_500 = (
+    '<!doctype html><html lang="en"><head><title>Server Error (500)</title></head>'
+    "<body><h1>Server Error (500)</h1></body></html>"
+)
+
+
+def answered_with(status: int, html: str):
+    """A route handler: the answer of a proxy or server in front of the site, an HTML page with ``status``."""
+    return lambda route: route.fulfill(status=status, content_type="text/html", body=html)
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="no chromium on this machine: `apt-get install chromium` (make install-test)")
@@ -76,6 +86,23 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         message.wait_for()
         assert page.evaluate("document.activeElement.id") == "message"
         assert not page.get_by_role("heading", name="Which one do you mean?").is_visible()
+
+        # An answer that is no JSON (a proxy's HTML 502, Django's HTML 500): the site was reached, and the person reads
+        # that it had a problem, not that it "could not be reached", with the message kept to send again.
+        for status, body in ((502, PROXY_502), (500, DJANGO_500)):
+            page.route("**/intent-ui/message", answered_with(status, body))
+            page.goto(f"{url}/intent-ui/")
+            message.fill("Is LK-TEA-0001 in stock?")
+            page.get_by_role("button", name="Send").click()
+            problem = page.locator("#conversation li.site.problem")
+            problem.wait_for()
+            said = problem.text_content()
+            assert "could not be reached" not in said, said
+            assert f"Something went wrong on the site (error {status})" in said, said
+            assert "try again" in said, said
+            assert message.input_value() == "Is LK-TEA-0001 in stock?"
+            assert page.evaluate("document.activeElement.id") == "message"
+            page.unroute("**/intent-ui/message")
 
         # Told to slow down (a 429 with Retry-After, once the page's address has sent its limit's worth): the person
         # reads, in words, how long to wait, and may send the message again from where it is.
