@@ -80,7 +80,9 @@ class ContentConfig:
 
     @property
     def label(self) -> str:
-        return self.model._meta.label_lower
+        """The label its documents, passages and content signals are stored under ("blog.post"): the model's, or
+        for a proxy the model it proxies, whose table and content type the proxy's objects share."""
+        return self.model._meta.concrete_model._meta.label_lower
 
     def get_section(self) -> str:
         return self.section or capfirst(str(self.model._meta.verbose_name_plural))
@@ -198,10 +200,13 @@ class ContentRegistry:
         """The config of the model labelled ``label`` as Django labels it ("blog.Post" or "blog.post"; an app label
         keeps its case: "MyApp.note"), or in another case ("myapp.note") when no other app's label differs only so."""
         wanted = label_lower(label)
-        matches = [config for config in self._configs.values() if config.label.lower() == wanted.lower()]
-        for config in matches:
-            if config.label == wanted or len(matches) == 1:
-                return config
+        # Its own label first, then the label it is stored under: a registered proxy ("blog.publishedpost") is
+        # also found by its model's ("blog.post"), which its documents and passages carry.
+        for label_of in (lambda config: config.model._meta.label_lower, lambda config: config.label):
+            matches = [config for config in self._configs.values() if label_of(config).lower() == wanted.lower()]
+            for config in matches:
+                if label_of(config) == wanted or len(matches) == 1:
+                    return config
         raise NotRegistered(f"No registered model is labelled {label!r}.")
 
     def __iter__(self) -> Iterator[ContentConfig]:
@@ -238,6 +243,22 @@ def label_lower(label: str) -> str:
     sensitive (as for ``apps.get_model``), the app label is."""
     app_label, _, model_name = label.rpartition(".")
     return f"{app_label}.{model_name.lower()}"
+
+
+def stored_label(label: str) -> str:
+    """The label the documents of the model labelled ``label`` are stored under (:attr:`ContentConfig.label`): a
+    proxy's ("blog.PublishedPost") is its concrete model's ("blog.post"). A label of no model is kept, as
+    :func:`label_lower` writes it, for the system checks to name."""
+    wanted = label_lower(label)
+    for config in content_registry.configs():
+        if config.model._meta.label_lower == wanted:
+            return config.label
+    if apps.models_ready:
+        try:
+            return apps.get_model(wanted)._meta.concrete_model._meta.label_lower
+        except (LookupError, ValueError):
+            pass
+    return wanted
 
 
 def _plain(value: Any) -> Any:
@@ -308,9 +329,10 @@ class Capability:
         # JSON, YAML and the router take strings.
         for name in ("description", "intent", "examples", "constraints", "notes", "input_schema", "output_schema"):
             setattr(self, name, _plain(getattr(self, name)))
-        # Model labels as the index stores them: "blog.Post" (Django's label) and "blog.post" are one model.
-        self.models = tuple(label_lower(label) for label in self.models)
-        self.applies_to = {label_lower(label): prefill for label, prefill in self.applies_to.items()}
+        # Model labels as the index stores them: "blog.Post" (Django's label) and "blog.post" are one model, and a
+        # proxy's objects are its model's.
+        self.models = tuple(stored_label(label) for label in self.models)
+        self.applies_to = {stored_label(label): prefill for label, prefill in self.applies_to.items()}
         if self.action_type in ("action", "async") and self.scope is None:
             self.scope = self.name  # side effects always need credentials; the scope defaults to the name
 
