@@ -35,7 +35,8 @@ would otherwise reach the site's own routes, included after these (a page route'
 a ``POST``), and a redirect would lose a ``POST``'s body with many clients and break a signed request's path.
 The path is published once, without the slash (``reverse()``, the manifests, ``/openapi.json``). A site that wants
 one of these slashed paths for a page of its own lists that route before the include. The documents
-(``agent.json``, ``llms.txt``, ``openapi.json``, ``intentmanifest.yaml``...) are files and have no slashed form.
+(``agent.json``, ``llms.txt``, ``openapi.json``, ``intentmanifest.yaml``...) are files and have no slashed form,
+except the RFC 9728 metadata of ``/mcp``: a client at ``/mcp/`` is pointed at the metadata naming ``/mcp/``.
 
 For the same reasons ``/capabilities`` and ``/agent/converse/status`` (a name or an id left out, slash or not)
 answer AHP's JSON 404, saying where the resources are: they are no endpoints and are published nowhere.
@@ -122,9 +123,6 @@ urlpatterns = [
     path("openapi.json", OpenAPIView.as_view(), name="openapi"),
     path("agent/api-docs/", APIDocsView.as_view(), name="api_docs"),
     path("agent/api-docs/<str:name>", APIDocsAssetView.as_view(), name="api_docs_asset"),
-    path(
-        ".well-known/oauth-protected-resource/mcp",
-        ProtectedResourceMetadataView.as_view(),
-        name="mcp_resource_metadata",
-    ),
+    # /mcp/ is /mcp too: its challenge points at the metadata of the URL the client used (RFC 9728 §3.3).
+    door(".well-known/oauth-protected-resource/mcp", ProtectedResourceMetadataView.as_view(), "mcp_resource_metadata"),
 ]

@@ -60,8 +60,15 @@ from .tools import Exchange
 from .versions import BATCHING_VERSIONS, VERSIONS, Revision, batch_version, revision_of, unsupported
 
 
+def slash(request: HttpRequest) -> str:
+    """``"/"`` for a request that reached ``/mcp/`` (or its metadata's slashed path), else ``""``."""
+    return "/" if request.path_info.endswith("/") else ""
+
+
 def challenge(request: HttpRequest) -> str:
-    metadata = base_url(request) + reverse("agent_handshake:mcp_resource_metadata")
+    # RFC 9728 §3.3: the metadata a challenge points at names, as its resource, the very URL the client used; §3.1
+    # puts the metadata of https://site/mcp/ at /.well-known/oauth-protected-resource/mcp/.
+    metadata = base_url(request) + reverse("agent_handshake:mcp_resource_metadata") + slash(request)
     return f'Bearer realm="agent_handshake", resource_metadata="{metadata}"'
 
 
@@ -291,7 +298,7 @@ class ProtectedResourceMetadataView(View):
     def get(self, request: HttpRequest) -> JsonResponse:
         base = base_url(request)
         metadata = {
-            "resource": base + reverse("agent_handshake:mcp"),
+            "resource": base + reverse("agent_handshake:mcp") + slash(request),
             "bearer_methods_supported": ["header"],
             "resource_documentation": base + reverse("agent_handshake:manifest"),
         }
