@@ -122,6 +122,23 @@ def object_saved(
         return
     for model, link in registered_rows(sender):
         _reindex_on_commit(model, instance.pk if link is None else getattr(instance, link.attname), using)
+    for model in registered_children(sender):
+        # The parent saved directly (its admin, a script): the child that shows this row, if there is one.
+        parent = sender._meta.concrete_model
+        children = model._base_manager.using(using).filter(**{parent._meta.pk.name: instance.pk})
+        for pk in children.values_list("pk", flat=True):
+            _reindex_on_commit(model, pk, using)
+
+
+def registered_children(model: type[Model]) -> list[type[Model]]:
+    """The registered models of multi-table inheritance below ``model``'s table, whose objects show a row that a
+    save of ``model`` itself (a parent saved as the parent) writes without naming them."""
+    concrete = model._meta.concrete_model
+    return [
+        config.model
+        for config in content_registry.configs()
+        if concrete in config.model._meta.concrete_model._meta.get_parent_list()
+    ]
 
 
 def object_deleted(sender: type[Model], instance: Model, using: str = DEFAULT_DB_ALIAS, **kwargs: Any) -> None:
@@ -199,7 +216,11 @@ def connect_model(model: type[Model]) -> None:
     # Every class that writes its rows: itself, the model it proxies and that model's other proxies, and the
     # children of multi-table inheritance and their proxies, which are all subclasses of the concrete model. One
     # receiver per class, whichever registered model connected it (the dispatch_uid is keyed with the sender).
-    writers = {model, *_subclasses(model._meta.concrete_model)}
+    concrete = model._meta.concrete_model
+    writers = {model, *_subclasses(concrete)}
+    # And the parents of multi-table inheritance (and their proxies), saved as themselves: they write a row of it.
+    for parent in concrete._meta.get_parent_list():
+        writers |= {writer for writer in _subclasses(parent) if writer._meta.concrete_model is parent}
     for writer in writers:
         post_save.connect(object_saved, sender=writer, dispatch_uid="agent_handshake:content")
         post_delete.connect(object_deleted, sender=writer, dispatch_uid="agent_handshake:content")
