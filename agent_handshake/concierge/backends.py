@@ -111,6 +111,8 @@ DELIMITER = re.compile(r"<\s*/?\s*(sources?|question|system|instructions?|conver
 URL = re.compile(r"(?:https?://|www\.)[^\s<>()\[\]\"']+", re.IGNORECASE)
 # A source number in square brackets; not the text of a link or image ("[3](/page/)" is a link on the page).
 CITATION = re.compile(r"\[(\d{1,3})\](?!\()")
+# What a model may write for citations: a source number with leading zeros ("[01]"), several at once ("[1, 2]").
+CITATIONS = re.compile(r"\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\](?!\()")
 
 SYSTEM_PROMPT = """You are the concierge of the website "{site}". You answer questions that visiting AI agents \
 ask about the site, using only the numbered sources in the user message.
@@ -292,9 +294,16 @@ def check_output(answer: str, evidence: Sequence[Evidence]) -> tuple[str, set[in
     cites; what was changed."""
     answer, guardrail = clean_answer(answer, evidence)
     numbers = {item.source for item in evidence}
-    cited = {int(n) for n in CITATION.findall(answer) if int(n) in numbers}
-    answer = CITATION.sub(lambda m: m.group(0) if int(m.group(1)) in numbers else "", answer)
-    return answer, cited, guardrail
+    cited: set[int] = set()
+
+    # Each source a citation names is written "[n]", as agents and the concierge read them ("[01]" -> "[1]",
+    # "[1, 2]" -> "[1][2]"); a number that names no source is dropped, as "[9]" is.
+    def citation(match: re.Match[str]) -> str:
+        named = [number for number in dict.fromkeys(map(int, re.findall(r"\d+", match.group(1)))) if number in numbers]
+        cited.update(named)
+        return "".join(f"[{number}]" for number in named)
+
+    return CITATIONS.sub(citation, answer), cited, guardrail
 
 
 def reply_text(completion: Any) -> tuple[str, str | None]:
@@ -319,7 +328,7 @@ def reply_text(completion: Any) -> tuple[str, str | None]:
 
 # Where a reply cut off mid-way may end: after a finished sentence (with the closing quotes, emphasis and
 # citations after it) or a finished line (a list item, a table row).
-FINISHED = re.compile(r"[.!?…。！？][\"'”’)\]*_]*(?:[ \t]*\[\d{1,3}\])*(?=\s|$)|\n")
+FINISHED = re.compile(r"[.!?…。！？][\"'”’)\]*_]*(?:[ \t]*\[\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*\])*(?=\s|$)|\n")
 
 
 def finished_part(text: str) -> str:
