@@ -28,6 +28,16 @@ def answered_with(status: int, html: str):
     return lambda route: route.fulfill(status=status, content_type="text/html", body=html)
 
 
+def not_busy(page) -> bool:
+    """Whether the page is back from sending: the conversation not busy, Send available and saying "Send"."""
+    send = page.locator("#intent-form button[type=submit]")
+    return (
+        page.get_by_role("log").get_attribute("aria-busy") != "true"
+        and send.is_enabled()
+        and send.inner_text() == "Send"
+    )
+
+
 @pytest.mark.skipif(not CHROMIUM, reason="no chromium on this machine: `apt-get install chromium` (make install-test)")
 def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when_told_to_wait(written_by_the_server):  # noqa: F811
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make install-test)")
@@ -65,8 +75,27 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         # page does not scroll sideways.
         long_word = "https://example.com/" + "tea" * 120
         message.fill(f"Is <b>{long_word}</b> in stock?")
-        page.get_by_role("button", name="Send").click()
+        # While the message is on its way (held here, as on a slow site), the page says so: the conversation is busy,
+        # Send is unavailable, keeps the focus and says it is sending. Nothing showed it, and a second click did
+        # nothing, which reads as broken.
+        held = []
+        page.route("**/intent-ui/message", lambda route: held.append(route))
+        log = page.get_by_role("log")
+        send = page.locator("#intent-form button[type=submit]")
+        send.click()
+        for _ in range(100):
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert len(held) == 1
+        assert log.get_attribute("aria-busy") == "true"
+        assert send.is_disabled()
+        assert re.fullmatch(r"Sending…", send.inner_text()), send.inner_text()
+        assert send.evaluate("button => button === document.activeElement")
+        held[0].continue_()
+        page.unroute("**/intent-ui/message")
         page.locator("#conversation li.site").first.wait_for()
+        assert not_busy(page)
         assert page.locator("#conversation b").count() == 0
         assert f"<b>{long_word}</b>" in page.get_by_role("log").text_content()
         assert page.evaluate("document.documentElement.scrollWidth") <= 360
@@ -102,7 +131,18 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
             assert "try again" in said, said
             assert message.input_value() == "Is LK-TEA-0001 in stock?"
             assert page.evaluate("document.activeElement.id") == "message"
+            assert not_busy(page)
             page.unroute("**/intent-ui/message")
+
+        # The site not reached at all (the connection failed): said so, and the page is not left busy.
+        page.route("**/intent-ui/message", lambda route: route.abort())
+        page.goto(f"{url}/intent-ui/")
+        message.fill("Is LK-TEA-0001 in stock?")
+        page.get_by_role("button", name="Send").click()
+        page.locator("#conversation li.site.problem").wait_for()
+        assert "could not be reached" in page.locator("#conversation li.site.problem").text_content()
+        assert not_busy(page)
+        page.unroute("**/intent-ui/message")
 
         # Told to slow down (a 429 with Retry-After, once the page's address has sent its limit's worth): the person
         # reads, in words, how long to wait, and may send the message again from where it is.
@@ -128,4 +168,5 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         assert message.is_visible()
         assert message.input_value() == "Is LK-TEA-0001 in stock?"
         assert page.evaluate("document.activeElement.id") == "message"
+        assert not_busy(page)
         browser.close()
