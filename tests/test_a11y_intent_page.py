@@ -38,6 +38,15 @@ def not_busy(page) -> bool:
     )
 
 
+def problem_marked(reply) -> bool:
+    """Whether ``reply`` (a list item of the conversation) says it is a problem in words, seen and heard: its red
+    border was the only sign (colour alone, WCAG 1.4.1)."""
+    marker = reply.get_by_text("Problem:", exact=True)
+    # What a screen reader has of it (the accessibility tree), its roles and YAML quoting taken out.
+    heard = " ".join(re.sub(r'^\s*- (?:\w+: )?|"', "", reply.aria_snapshot(), flags=re.MULTILINE).split())
+    return marker.is_visible() and "The site says: Problem:" in heard
+
+
 @pytest.mark.skipif(not CHROMIUM, reason="no chromium on this machine: `apt-get install chromium` (make install-test)")
 def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when_told_to_wait(written_by_the_server):  # noqa: F811
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make install-test)")
@@ -96,6 +105,7 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         page.unroute("**/intent-ui/message")
         page.locator("#conversation li.site").first.wait_for()
         assert not_busy(page)
+        assert "Problem:" not in page.locator("#conversation li.site").first.text_content()  # an answer, no problem
         assert page.locator("#conversation b").count() == 0
         assert f"<b>{long_word}</b>" in page.get_by_role("log").text_content()
         assert page.evaluate("document.documentElement.scrollWidth") <= 360
@@ -129,6 +139,7 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
             assert "could not be reached" not in said, said
             assert f"Something went wrong on the site (error {status})" in said, said
             assert "try again" in said, said
+            assert problem_marked(problem)
             assert message.input_value() == "Is LK-TEA-0001 in stock?"
             assert page.evaluate("document.activeElement.id") == "message"
             assert not_busy(page)
@@ -165,6 +176,7 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         said = problem.text_content()
         assert "IP address" not in said, said
         assert re.search(r"try again in \d+ seconds?", said), said
+        assert problem_marked(problem)
         assert message.is_visible()
         assert message.input_value() == "Is LK-TEA-0001 in stock?"
         assert page.evaluate("document.activeElement.id") == "message"
