@@ -120,11 +120,17 @@ class ContentSignalOverride(models.Model):
         return str(self.content_type)
 
     def clean(self) -> None:
-        from ..registry import content_registry
+        from ..registry import NotRegistered, content_registry
 
-        model = self.content_type.model_class() if self.content_type_id else None
-        if model is not None and not content_registry.is_registered(model):
-            raise ValidationError({"content_type": _("Only models registered with agent_handshake have signals.")})
+        if not self.content_type_id:
+            return
+        # Its documents' content type: the model's, for a registered proxy too (found by the label they carry).
+        try:
+            content_registry.get_config_by_label(f"{self.content_type.app_label}.{self.content_type.model}")
+        except NotRegistered:
+            raise ValidationError(
+                {"content_type": _("Only models registered with agent_handshake have signals.")}
+            ) from None
 
     def apply(self, signals: dict[str, bool]) -> dict[str, bool]:
         """``signals`` with this override's non-empty values put over them."""

@@ -170,7 +170,9 @@ class AskView(NLWebView):
         rendered), and a query of those documents' ids, or None when they are all their models' documents (the
         models say it); none at all, no models and an empty list."""
         content_types = ContentType.objects.get_for_models(*(c.model for c in configs))
-        labels = {content_type.pk: model._meta.label_lower for model, content_type in content_types.items()}
+        # The labels the documents carry (a registered proxy's are its model's: ContentConfig.label).
+        label_of = {config.model: config.label for config in configs}
+        labels = {content_type.pk: label_of[model] for model, content_type in content_types.items()}
         registered = Document.objects.filter(content_type__in=list(labels))
         matching = of_type(registered, item_type)
         found = set(matching.values_list("content_type", flat=True).distinct())
