@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -32,4 +32,22 @@ def test_the_intent_page_runs_only_its_own_inline_script_by_a_nonce_new_with_eve
         assert runnable, body
         assert all(f'nonce="{nonce}"' in attributes for attributes in runnable), runnable
         nonces.append(nonce)
+    assert nonces[0] != nonces[1]
+
+
+def test_the_api_reference_runs_only_its_own_inline_script_by_a_nonce_new_with_every_response(client):
+    """The Swagger UI page (/agent/api-docs/) had the same ``'unsafe-inline'`` for its one inline script (the one
+    starting Swagger UI over /openapi.json); its bundles are the site's own files (``'self'``)."""
+    nonces = []
+    with override_settings(AGENT_HANDSHAKE={"API_DOCS": True}):
+        for _ in range(2):
+            page = client.get("/agent/api-docs/")
+            assert page.status_code == 200
+            scripts = script_policy(page.headers["Content-Security-Policy"])
+            assert "'unsafe-inline'" not in scripts, scripts
+            (nonce,) = re.findall(r"'nonce-([A-Za-z0-9+/_=-]+)'", scripts)
+            inline = re.findall(r"<script(?![^>]*\bsrc=)([^>]*)>", page.content.decode())
+            assert inline, page.content
+            assert all(f'nonce="{nonce}"' in attributes for attributes in inline), inline
+            nonces.append(nonce)
     assert nonces[0] != nonces[1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,11 @@ class APIDocsView(View):
     def get(self, request: HttpRequest) -> HttpResponseBase:
         if not docs_enabled():
             raise Http404
+        # The one inline script (starting Swagger UI) runs by a nonce new with each response: the policy forbids
+        # every other inline script, one injected into the page included.
+        nonce = secrets.token_urlsafe(18)
         context = {
+            "script_nonce": nonce,
             "schema_url": reverse("agent_handshake:openapi"),
             "assets": {
                 name.split(".")[0].replace("-", "_"): reverse("agent_handshake:api_docs_asset", args=[name])
@@ -67,7 +72,7 @@ class APIDocsView(View):
         }
         response = render(request, "agent_handshake/api_docs.html", context)
         response.headers["Content-Security-Policy"] = (
-            "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+            f"default-src 'self'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data:"
         )
         return response
