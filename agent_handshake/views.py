@@ -34,7 +34,7 @@ from . import content_signals, state
 from .ahp.errors import method_not_allowed
 from .ahp.manifest import build_manifest
 from .conf import app_settings
-from .cors import answer_preflight, is_preflight
+from .cors import answer_preflight, is_preflight, share_publicly
 from .frontdoor import PinnedNegotiation, described
 from .hosts import base_url, request_origin
 from .identity.site_key import site_public_key
@@ -101,7 +101,7 @@ def _finish(response: HttpResponseBase, etag: str, last_modified: int) -> HttpRe
     headers["Last-Modified"] = http_date(min(last_modified, int(time.time())))
     headers["Cache-Control"] = f"public, max-age={app_settings.HTTP_MAX_AGE}"
     headers["Vary"] = "Accept"
-    headers["Access-Control-Allow-Origin"] = "*"
+    share_publicly(response)
     return response
 
 

@@ -48,7 +48,7 @@ from ..concierge import errors
 from ..concierge.answering import combined_signals
 from ..concierge.validation import named
 from ..conf import app_settings
-from ..cors import answer_preflight, is_preflight
+from ..cors import AGENT_HEADERS, answer_preflight, is_preflight, share_publicly
 from ..frontdoor import AgentJSONParser, FrontDoorView, described
 from ..hosts import base_url
 from ..identity.authentication import AgentKeyAuthentication, BodyCredentialsAuthentication
@@ -246,9 +246,17 @@ class MCPView(FrontDoorView):
 
 
 #: What a page may read of our responses besides the safelisted headers (CORS).
-EXPOSED_HEADERS = (
-    "WWW-Authenticate, Idempotent-Replayed, Retry-After, Content-Signal, Link, "
-    "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-RateLimit-Window"
+EXPOSED_HEADERS = ", ".join(
+    (
+        "WWW-Authenticate",
+        "Idempotent-Replayed",
+        "Retry-After",
+        *AGENT_HEADERS,
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+        "X-RateLimit-Window",
+    )
 )
 
 
@@ -305,6 +313,6 @@ class ProtectedResourceMetadataView(View):
         if name := state.snapshot().name:
             metadata["resource_name"] = name
         response = JsonResponse(metadata)
-        response.headers["Access-Control-Allow-Origin"] = "*"
+        share_publicly(response)
         response.headers["Cache-Control"] = f"public, max-age={app_settings.HTTP_MAX_AGE}"
         return response
