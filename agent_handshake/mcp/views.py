@@ -29,6 +29,7 @@ authentication classes as AHP, plus ``params._meta.auth``, Appendix D.5), the ra
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,8 +37,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
+from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.utils.decorators import method_decorator
+from django.utils.http import quote_etag
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.request import Request
@@ -303,7 +305,7 @@ class ProtectedResourceMetadataView(View):
             answer_preflight(request, response, origin="*", methods="GET, HEAD")
         return response
 
-    def get(self, request: HttpRequest) -> JsonResponse:
+    def get(self, request: HttpRequest) -> HttpResponseBase:
         base = base_url(request)
         metadata = {
             "resource": base + reverse("agent_handshake:mcp") + slash(request),
@@ -312,7 +314,13 @@ class ProtectedResourceMetadataView(View):
         }
         if name := state.snapshot().name:
             metadata["resource_name"] = name
-        response = JsonResponse(metadata)
-        share_publicly(response)
+        response: HttpResponseBase = JsonResponse(metadata)
+        # Its validator is its bytes: a few built for each request, which name the URL and host asked and the site's
+        # name, so each URL and host has its own and a change of name is a new one. (The documents' state-token ETag
+        # is in agent_handshake/views.py, which a front door may not import.)
+        etag = quote_etag(hashlib.sha256(response.content).hexdigest()[:32])
+        response = get_conditional_response(request, etag=etag) or response
+        response.headers["ETag"] = etag
         response.headers["Cache-Control"] = f"public, max-age={app_settings.HTTP_MAX_AGE}"
+        share_publicly(response)
         return response
