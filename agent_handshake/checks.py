@@ -26,6 +26,7 @@
                           not atomic, or not kept
 ``agent_handshake.E016``  ``CACHE_ALIAS`` or ``RATELIMIT_USE_CACHE`` names no cache in ``CACHES``
 ``agent_handshake.E017``  two registered models share one table (a model and its proxy, or two proxies of it)
+``agent_handshake.E018``  a registered config's ``follow`` names a path that is not a relation path from its model
 =====================  ====================================================================================
 """
 
@@ -43,7 +44,15 @@ from django.utils.module_loading import import_string
 
 from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, INDEX_ON_SAVE_MODES, SETTING_NAME, app_settings
 from .content_types import TYPE_PATTERN, get_spec
-from .registry import ACTION_TYPES, MODES, ContentConfig, capability_registry, content_registry, is_order
+from .registry import (
+    ACTION_TYPES,
+    MODES,
+    ContentConfig,
+    capability_registry,
+    content_registry,
+    followed_model,
+    is_order,
+)
 
 MIDDLEWARE_PATH = "agent_handshake.middleware.AgentDiscoveryMiddleware"
 GZIP_PATH = "django.middleware.gzip.GZipMiddleware"
@@ -471,6 +480,7 @@ def _config_errors(config: ContentConfig) -> list[Error]:
                 id="agent_handshake.E015",
             )
         )
+    errors += _follow_errors(config)
     spec = get_spec(config.content_type)
     if spec is None or not spec.for_content:
         errors.append(
@@ -493,6 +503,33 @@ def _config_errors(config: ContentConfig) -> list[Error]:
                     hint=f"Add them to payload_fields (payload key -> {label} attribute), or override get_payload().",
                     obj=type(config),
                     id="agent_handshake.E006",
+                )
+            )
+    return errors
+
+
+def _follow_errors(config: ContentConfig) -> list[Error]:
+    """E018: ``follow`` names relation paths from the model. A path that is not one connects nothing: the documents
+    go stale on every change of what they show, which nothing else would tell."""
+    name, label = type(config).__name__, config.model._meta.label
+    hint = (
+        "Write a tuple of lookup paths from the model to related models, as filter() names them: "
+        "follow = ('author', 'category__parent')."
+    )
+    if isinstance(config.follow, str) or not isinstance(config.follow, (list, tuple)):
+        message = f"{name}.follow is {config.follow!r}, not a tuple of lookup paths from {label}."
+        return [Error(message, hint=hint, obj=type(config), id="agent_handshake.E018")]
+    errors = []
+    for path in config.follow:
+        try:
+            followed_model(config.model, path)
+        except ValueError as exc:
+            errors.append(
+                Error(
+                    f"{name}.follow names {path!r}, which is not a relation path from {label}: {exc}.",
+                    hint=hint,
+                    obj=type(config),
+                    id="agent_handshake.E018",
                 )
             )
     return errors

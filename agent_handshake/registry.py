@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
+from django.db.models.constants import LOOKUP_SEP
 from django.utils.functional import Promise
 from django.utils.text import capfirst
 
@@ -34,7 +35,7 @@ from .content_types import get_spec
 from .signals import model_registered, model_unregistered, registry_changed
 
 if TYPE_CHECKING:
-    from django.db.models import Model, QuerySet
+    from django.db.models import Field, ForeignObjectRel, Model, QuerySet
 
 
 class NotRegistered(LookupError):
@@ -71,6 +72,10 @@ class ContentConfig:
     #: text (default ``get_<model_name>``).
     capability_name: str | None = None
     capability_description: str | None = None
+    #: Lookup paths from the model to related models its documents show, e.g. ``("author", "category__parent")``:
+    #: a save or delete of such an object re-indexes the objects that reach it (``manage.py check`` names a path
+    #: that is not a relation path, E018). Without it, only the model's own saves and many-to-many changes do.
+    follow: tuple[str, ...] = ()
 
     def __init__(self, model: type[Model]) -> None:
         self.model = model
@@ -128,6 +133,29 @@ class ContentConfig:
             return {}
         values = {key: self.read(obj, attribute) for key, attribute in self.payload_fields.items()}
         return spec.build(values)
+
+
+def followed_model(model: type[Model], path: str) -> type[Model]:
+    """The model that the lookup path ``path`` (``"category__parent"``) leads to from ``model``, through forward
+    or reverse relations as ``filter()`` names them. Raises ValueError saying why when it is not such a path."""
+    return followed_relation(model, path).related_model
+
+
+def followed_relation(model: type[Model], path: str) -> Field | ForeignObjectRel:
+    """The last relation of the lookup path ``path`` from ``model`` (see :func:`followed_model`)."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{path!r} is not a lookup path such as 'author' or 'category__parent'")
+    current, relation = model, None
+    for part in path.split(LOOKUP_SEP):
+        try:
+            relation = current._meta.get_field(part)
+        except FieldDoesNotExist:
+            raise ValueError(f"{current._meta.label} has no field or relation {part!r}") from None
+        if not relation.is_relation or not isinstance(relation.related_model, type):
+            # A plain field, or a generic foreign key, whose related model differs from row to row.
+            raise ValueError(f"{current._meta.label}.{part} is not a relation to one model")
+        current = relation.related_model
+    return relation
 
 
 def is_order(value: object) -> bool:

@@ -14,14 +14,21 @@ from functools import partial
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.db.models import Field, Model
-from django.db.models.signals import m2m_changed, post_delete, post_save
+from django.db.models import Field, Model, Q
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
 
 from . import signals, state
 from .conf import app_settings
-from .registry import content_registry
+from .registry import ContentConfig, content_registry, followed_model, followed_relation
 
 logger = logging.getLogger(__name__)
+
+#: In "sync" mode, how many registered objects one save or delete of an object they follow (``ContentConfig.follow``)
+#: re-indexes in the request, after its commit. Each costs a document write and, when its text changed, embedding
+#: its passages (milliseconds with the default backend, a round trip to an embedding server with others): renaming
+#: an author of 10,000 posts would hold the request for minutes. The rest are logged, with the ``agent_reindex``
+#: command that brings them up to date; "celery" mode queues them all.
+FOLLOW_SYNC_LIMIT = 200
 
 
 def index_on_save_mode() -> str:
@@ -198,6 +205,131 @@ def _linked(through: type[Model], instance: Model, reverse: bool, model: type[Mo
     return model._base_manager.filter(**{field.related_query_name(): instance.pk})
 
 
+def _follower_conditions(
+    sender: type[Model], instance: Model, saved: bool, created: bool = False
+) -> dict[type[Model], Q]:
+    """The registered models that follow (``ContentConfig.follow``) the row of ``instance``, each with the filter of
+    their objects that reach it. As for a registered model's own rows, a followed model's rows are written by the
+    model, its proxies and its children of multi-table inheritance; and a parent saved as itself writes a row that
+    its children show. A delete needs only the first: deleting a child deletes its parents' rows too, and Django
+    sends their own signals for them. A new row is reached only where it holds the key itself (the path ends with a
+    reverse relation, "comments"), not where a follower would have to point at it already ("author")."""
+    written = sender._meta.concrete_model
+    conditions: dict[type[Model], Q] = {}
+    for config in content_registry.configs():
+        for path in _follow_paths(config):
+            try:
+                relation = followed_relation(config.model, path)
+            except ValueError:
+                continue  # E018 names it
+            if created and not (relation.one_to_many or (relation.one_to_one and not relation.concrete)):
+                continue
+            target = relation.related_model._meta.concrete_model
+            if target is written:
+                condition = Q(**{path: instance.pk})
+            elif saved and target in written._meta.get_parent_list():
+                condition = Q(**{path: getattr(instance, written._meta.get_ancestor_link(target).attname)})
+            elif saved and written in target._meta.get_parent_list():
+                condition = Q(**{f"{path}__{written._meta.pk.name}": instance.pk})
+            else:
+                continue
+            conditions[config.model] = conditions[config.model] | condition if config.model in conditions else condition
+    return conditions
+
+
+def _follow_paths(config: ContentConfig) -> tuple[str, ...]:
+    return tuple(config.follow) if isinstance(config.follow, (list, tuple)) else ()  # E018 names anything else
+
+
+def _followers(model: type[Model], condition: Q, using: str) -> list[Any]:
+    """The keys of ``model``'s objects matching ``condition``: all of them, not only those in the config's queryset
+    (indexing removes the documents of the others), and each once (a path through a to-many relation repeats)."""
+    rows = model._base_manager.using(using).filter(condition).order_by().values_list("pk", flat=True)
+    return list(dict.fromkeys(rows))
+
+
+def followed_saved(
+    sender: type[Model],
+    instance: Model,
+    created: bool = False,
+    raw: bool = False,
+    using: str = DEFAULT_DB_ALIAS,
+    **kwargs: Any,
+) -> None:
+    """An object that registered objects follow was saved: re-index them once it is committed (``INDEX_ON_SAVE``).
+    Fixture loading (raw) is followed by ``agent_reindex``."""
+    if raw:
+        return
+    mode = index_on_save_mode()
+    if mode == "off":
+        return
+    for model, condition in _follower_conditions(sender, instance, saved=True, created=created).items():
+        # Read on commit, as committed: one query in the request, whatever the mode.
+        transaction.on_commit(partial(_reindex_followers, model, condition, using, mode), using=using)
+
+
+def followed_deleting(sender: type[Model], instance: Model, using: str = DEFAULT_DB_ALIAS, **kwargs: Any) -> None:
+    """An object that registered objects follow is about to be deleted: re-index them once that is committed. They
+    are read now, before the delete: ``on_delete=SET_NULL`` empties their relation with one UPDATE that sends no
+    signal, and then nothing would find them. (``CASCADE`` deletes them with their own signals, which remove their
+    documents; reading them here too only repeats that.)"""
+    mode = index_on_save_mode()
+    if mode == "off":
+        return
+    for model, condition in _follower_conditions(sender, instance, saved=False).items():
+        pks = _followers(model, condition, using)
+        if pks:
+            transaction.on_commit(partial(_reindex_many, model, pks, mode), using=using)
+
+
+def _reindex_followers(model: type[Model], condition: Q, using: str, mode: str) -> None:
+    _reindex_many(model, _followers(model, condition, using), mode)
+
+
+def _reindex_many(model: type[Model], pks: list[Any], mode: str) -> None:
+    """Re-index ``model``'s objects ``pks`` (after a commit): "celery" queues a task for each, the same task a save
+    queues; "sync", or a broker that cannot be reached, indexes at most :data:`FOLLOW_SYNC_LIMIT` of them here."""
+    meta = model._meta
+    left = _queue_all(meta.app_label, meta.model_name, pks) if mode == "celery" else pks
+    for pk in left[:FOLLOW_SYNC_LIMIT]:
+        _index_now(meta.app_label, meta.model_name, str(pk))
+    if len(left) > FOLLOW_SYNC_LIMIT:
+        logger.warning(
+            "%d objects of %s show a changed object they follow and were not re-indexed (over the %d indexed in "
+            "the request); run `manage.py agent_reindex --model %s`, or index on save with Celery.",
+            len(left) - FOLLOW_SYNC_LIMIT,
+            meta.label_lower,
+            FOLLOW_SYNC_LIMIT,
+            meta.label_lower,
+        )
+
+
+def _queue_all(app_label: str, model_name: str, pks: list[Any]) -> list[Any]:
+    """Queue ``agent_handshake.index_object`` for each object, over one broker connection; the keys not queued (a
+    broker that cannot be reached: the first failure stops, each further try would wait as long)."""
+    from .tasks import index_object
+
+    queued = 0
+    try:
+        with index_object.app.producer_or_acquire() as producer:
+            for pk in pks:
+                index_object.apply_async((app_label, model_name, str(pk)), retry=False, producer=producer)
+                queued += 1
+    except Exception:
+        # As for a save (_queue): the change is committed and must not become an error page.
+        logger.warning(
+            "Could not queue agent_handshake.index_object for %d objects of %s.%s; indexing up to %d of them in "
+            "this process.",
+            len(pks) - queued,
+            app_label,
+            model_name,
+            FOLLOW_SYNC_LIMIT,
+            exc_info=True,
+        )
+        return pks[queued:]
+    return []
+
+
 def settings_saved(sender: type[Model], **kwargs: Any) -> None:
     transaction.on_commit(state.invalidate)
 
@@ -214,14 +346,10 @@ def connect_model(model: type[Model]) -> None:
     """Keep the documents of ``model``, a registered model, in step with its rows. Connecting it again changes
     nothing (each receiver has a ``dispatch_uid``)."""
     # Every class that writes its rows: itself, the model it proxies and that model's other proxies, and the
-    # children of multi-table inheritance and their proxies, which are all subclasses of the concrete model. One
-    # receiver per class, whichever registered model connected it (the dispatch_uid is keyed with the sender).
-    concrete = model._meta.concrete_model
-    writers = {model, *_subclasses(concrete)}
-    # And the parents of multi-table inheritance (and their proxies), saved as themselves: they write a row of it.
-    for parent in concrete._meta.get_parent_list():
-        writers |= {writer for writer in _subclasses(parent) if writer._meta.concrete_model is parent}
-    for writer in writers:
+    # children of multi-table inheritance and their proxies, which are all subclasses of the concrete model, and its
+    # parents saved as themselves. One receiver per class, whichever registered model connected it (the
+    # dispatch_uid is keyed with the sender).
+    for writer in {model, *_writers(model._meta.concrete_model)}:
         post_save.connect(object_saved, sender=writer, dispatch_uid="agent_handshake:content")
         post_delete.connect(object_deleted, sender=writer, dispatch_uid="agent_handshake:content")
     # Both sides: the model's own many-to-many fields and those of other models that point at it.
@@ -230,6 +358,31 @@ def connect_model(model: type[Model]) -> None:
     for through in throughs:
         # One receiver per relation, even when both of its models are registered.
         m2m_changed.connect(relations_changed, sender=through, dispatch_uid="agent_handshake:m2m")
+    if content_registry.is_registered(model):
+        connect_follow(content_registry.get_config(model))
+
+
+def connect_follow(config: ContentConfig) -> None:
+    """Re-index ``config``'s objects when an object they follow (``follow``) is saved or deleted, through whichever
+    class writes its row."""
+    for path in _follow_paths(config):
+        try:
+            target = followed_model(config.model, path)._meta.concrete_model
+        except ValueError:
+            continue  # E018 names it
+        for writer in _writers(target):
+            post_save.connect(followed_saved, sender=writer, dispatch_uid="agent_handshake:follow")
+            pre_delete.connect(followed_deleting, sender=writer, dispatch_uid="agent_handshake:follow")
+
+
+def _writers(concrete: type[Model]) -> set[type[Model]]:
+    """The classes whose saves write a row of the concrete model ``concrete``: itself and its proxies, the children
+    of multi-table inheritance and their proxies (all subclasses of it), and its parents (and their proxies) saved
+    as themselves, which write a row of it too."""
+    writers = _subclasses(concrete)
+    for parent in concrete._meta.get_parent_list():
+        writers |= {writer for writer in _subclasses(parent) if writer._meta.concrete_model is parent}
+    return writers
 
 
 def _subclasses(model: type[Model]) -> set[type[Model]]:
