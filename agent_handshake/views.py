@@ -89,6 +89,12 @@ def cached_locally(key: str, render: Callable[[], str | bytes]) -> str | bytes:
     return body
 
 
+def base_digest(base: str) -> str:
+    """A short digest of a base URL, for the validators and cache keys of what names it: each host and scheme the
+    site is served under has its own."""
+    return hashlib.md5(base.encode()).hexdigest()[:12]
+
+
 def _finish(response: HttpResponseBase, etag: str, last_modified: int) -> HttpResponseBase:
     """Validators and caching headers of a generated document (a fresh response, so plain assignments).
 
@@ -189,7 +195,7 @@ class AgentDocumentView(APIView, abc.ABC):
         snapshot = state.snapshot()
         base, shared = site_base(request)
         # The base URL is in the body (absolute links), so it is part of the validator and the cache key.
-        variant = f"{self.kind}-{snapshot.token}-{hashlib.md5(base.encode()).hexdigest()[:12]}"
+        variant = f"{self.kind}-{snapshot.token}-{base_digest(base)}"
         etag = quote_etag(variant)
         response = get_conditional_response(request, etag=etag, last_modified=snapshot.last_modified_timestamp)
         if response is None:
@@ -325,13 +331,15 @@ def markdown_response(request: HttpRequest, document: Document) -> HttpResponseB
     """The markdown version of one registered object's page."""
     label = f"{document.content_type.app_label}.{document.content_type.model}"
     snapshot = state.snapshot()
-    etag = quote_etag(f"md-{document.content_hash[:16]}-{snapshot.token}")
+    base = base_url(request)
+    # Its URL line and its canonical Link name the base URL: each host has its own validator, as for the documents.
+    etag = quote_etag(f"md-{document.content_hash[:16]}-{snapshot.token}-{base_digest(base)}")
     last_modified = int(max(document.updated_at, snapshot.last_modified).timestamp())
     response = get_conditional_response(request, etag=etag, last_modified=last_modified)
     if response is None:
-        response = HttpResponse(render_document(document, base_url(request)), MARKDOWN_CONTENT_TYPE)
+        response = HttpResponse(render_document(document, base), MARKDOWN_CONTENT_TYPE)
     response.headers[content_signals.HEADER] = snapshot.signal_header(label)
     # A header holds ASCII only: an IRI ("/articles/日本茶/") or a stray CR/LF in the URL is percent-encoded.
-    canonical = iri_to_uri(absolute_url(base_url(request), document.url))
+    canonical = iri_to_uri(absolute_url(base, document.url))
     response.headers["Link"] = f'<{canonical}>; rel="canonical"; type="text/html"'
     return _finish(response, etag, last_modified)
