@@ -93,15 +93,16 @@ def unknown_session(session_id: str) -> SessionError:
     )
 
 
-def load_session(session_id: str, owner: Owner, *, lock: bool = False) -> ConverseSession:
+def load_session(session_id: str, owner: Owner, *, lock: bool = False, expire: bool = True) -> ConverseSession:
     """The live session ``session_id`` of ``owner`` (row-locked with ``lock``, inside a transaction);
     :class:`SessionError` if it is unknown, expired or someone else's (404, as if unknown: nothing tells a
-    stranger that the session exists)."""
+    stranger that the session exists). With ``expire`` False an idle session is not refused: a request that
+    found it live records its turn, however long its answer took."""
     sessions = ConverseSession.objects.select_for_update() if lock else ConverseSession.objects
     session = sessions.filter(pk=session_id).first()
     if session is None or not owner.owns(session):
         raise unknown_session(session_id)
-    if timezone.now() - session.last_active_at > idle_timeout():
+    if expire and timezone.now() - session.last_active_at > idle_timeout():
         session.delete()
         raise SessionError(
             410,
@@ -472,9 +473,9 @@ def _session(question: Question, owner: Owner) -> ConverseSession:
     return new_session(question.capability.name, question.requesting_agent, owner)
 
 
-def _load(session_id: str, owner: Owner, *, lock: bool = False) -> ConverseSession:
+def _load(session_id: str, owner: Owner, *, lock: bool = False, expire: bool = True) -> ConverseSession:
     try:
-        return load_session(session_id, owner, lock=lock)
+        return load_session(session_id, owner, lock=lock, expire=expire)
     except SessionError as exc:
         error = errors.Gone if exc.status == 410 else errors.NotFound
         raise error(exc.message, reason=exc.reason) from exc
@@ -482,10 +483,11 @@ def _load(session_id: str, owner: Owner, *, lock: bool = False) -> ConverseSessi
 
 def _locked(session: ConverseSession, owner: Owner) -> ConverseSession:
     """``session`` read again under its row lock (in the caller's transaction) to record a turn: it may have
-    been deleted, or filled up by concurrent requests, while this one was being answered."""
+    been deleted, or filled up by concurrent requests, while this one was being answered. It was live when the
+    request read it: an answer that took longer than the idle time (a slow model) does not expire it."""
     if session._state.adding:
         return session  # started by this request: nobody else can see it yet
-    session = _load(session.pk, owner, lock=True)
+    session = _load(session.pk, owner, lock=True, expire=False)
     check_turns(session)
     return session
 

@@ -1,0 +1,39 @@
+"""Turns of a POST /agent/converse session (AHP §6.5) that the session's limits must not lose: on the demo content,
+with the real embedding model and PostgreSQL, and the answer model, where there is one, on the tests' fake
+OpenAI-compatible server (the real ``openai`` client talks to it over HTTP)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.test import override_settings
+
+from agent_handshake.models import ConverseSession
+from tests.test_converse import ask, llm_settings
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_turn_asked_while_the_session_was_live_is_kept_when_its_answer_outlasts_the_idle_time(
+    client, demo_content, fake_openai
+):
+    # The question arrived on a live session; the model took longer than the idle time to answer. The answer was
+    # written and its tokens spent, then refused as 410 session_expired, and the turn was lost.
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai, SESSION_IDLE_SECONDS=1)):
+        response, first = ask(client, "How is gyokuro grown?")
+        assert response.status_code == 200, first
+        session_id = first["session_id"]
+
+        def slow_reply(request):
+            time.sleep(1.5)
+            return "Brew gyokuro at 50 to 60 °C [1]."
+
+        fake_openai.reply = slow_reply
+        response, second = ask(client, "How do I brew gyokuro?", session_id=session_id)
+        assert response.status_code == 200, second
+        assert second["session_id"] == session_id
+        assert second["response"]["answer"].startswith("Brew gyokuro at 50 to 60 °C [1].")
+    session = ConverseSession.objects.get(pk=session_id)
+    assert [turn["query"] for turn in session.turns] == ["How is gyokuro grown?", "How do I brew gyokuro?"]
+    assert session.tokens_used == 2 * fake_openai.usage_tokens
