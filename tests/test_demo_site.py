@@ -146,3 +146,18 @@ def test_the_demo_serves_the_health_endpoint(client, demo):
     names = {name.split("(")[0] for name in results}
     assert names == {"VectorDatabase", "Embeddings", "IndexingBroker", "Migrations"}, results
     assert set(results.values()) == {"OK"}, results
+
+
+def test_renaming_an_author_or_a_tag_rewrites_the_demo_posts_that_show_it(demo, django_capture_on_commit_callbacks):
+    """The demo's posts show their author's name and their tags (``PostContent.get_markdown``): its config follows
+    both, so an editor renaming either sees the posts' agent documents follow."""
+    post = Post.published.filter(tags__isnull=False).select_related("author").first()
+    author, tag = post.author, post.tags.first()
+    with django_capture_on_commit_callbacks(execute=True):
+        author.name = "Renamed Author"
+        author.save()
+        tag.name = "renamed-tag"
+        tag.save()
+    markdown = Document.objects.get(url=post.get_absolute_url()).markdown
+    assert "By Renamed Author" in markdown
+    assert "renamed-tag" in markdown

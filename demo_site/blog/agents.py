@@ -16,6 +16,8 @@ class PostContent(agent_handshake.ContentConfig):
     section = "Blog"
     section_description = "Articles on tea: origins, brewing, chemistry, history and shop news."
     order = 10
+    # The markdown shows the author's name and the tags: renaming either re-indexes the posts that show it.
+    follow = ("author", "tags")
 
     def get_queryset(self):
         return Post.published.select_related("author").prefetch_related("tags")
