@@ -343,16 +343,24 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
     query = question.text
     filters = question.filters
     clarified = False
+    answered = None
     pending = session.pending_clarification
     # Only a question of its own is answered here (one with a "kind" is a capability's input or routing's choice,
     # answered there); any other still ends with this turn (_record), as one open question per session.
     own = pending if pending and "kind" not in pending else None
+    if pending is None and question.clarification and session.turns:
+        # The same answer to the same question again (a retry whose response was lost) chooses what it chose when
+        # it answered the clarification the last turn ended, rather than being added to the query as words.
+        last = session.turns[-1].get("clarified") or {}
+        if last.get("answer") == question.clarification.strip().lower() and last.get("query") == question.text:
+            own = last["clarification"]
     options = {str(option).lower() for option in (own or {}).get("options") or ()}
     if question.clarification is None and question.text_may_clarify and question.text.strip().lower() in options:
         question = dataclasses.replace(question, clarification=question.text)
     if question.clarification and own:
         choice = question.clarification.strip().lower()
         clarified = True
+        answered = {"clarification": own, "answer": choice, "query": question.text}
         query = own.get("query") or query
         if choice in own.get("scopes", {}):
             filters = dataclasses.replace(filters, models=own["scopes"][choice])
@@ -386,7 +394,11 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
     )
     reservation = _reserve_budgets(session, network, owner.tier, context.max_tokens)
     try:
-        return (yield from _answer(question, owner, session, pending, context, network, standalone, clarified, query))
+        return (
+            yield from _answer(
+                question, owner, session, pending, context, network, standalone, clarified, query, answered
+            )
+        )
     finally:
         reservation.release()  # what the answer spent is counted by now (or it spent nothing)
 
@@ -401,6 +413,7 @@ def _answer(
     standalone: str,
     clarified: bool,
     query: str,
+    answered: dict[str, Any] | None = None,
 ) -> Generator[Ranked, None, Turn]:
     capability = question.capability
     # A model's answer may draw on the conversation: cached, it would be served to another one.
@@ -429,7 +442,7 @@ def _answer(
         if cache_key and app_settings.ANSWER_CACHE_TIMEOUT != 0 and reply.guardrail != "model_unavailable":
             cache.set(cache_key, dataclasses.asdict(reply), app_settings.ANSWER_CACHE_TIMEOUT)
     add_daily_tokens(network, reply.tokens_used)  # spent, whether or not the turn is recorded
-    return _record(session, owner, pending, question.text, standalone, reply, cached=from_cache)
+    return _record(session, owner, pending, question.text, standalone, reply, cached=from_cache, answered=answered)
 
 
 def _record(
@@ -441,8 +454,10 @@ def _record(
     reply: Reply,
     *,
     cached: bool,
+    answered: dict[str, Any] | None = None,
 ) -> Turn:
-    """Record the turn on the session (under its row lock) and return it."""
+    """Record the turn on the session (under its row lock) and return it; ``answered``: the clarification it
+    answered, with the answer and the question it was sent with (a repeat of them chooses the same)."""
     turn = {
         "query": text,
         "standalone_query": standalone,
@@ -452,6 +467,8 @@ def _record(
         "documents": reply.document_ids,
         "tokens": reply.tokens_used,
     }
+    if answered is not None:
+        turn["clarified"] = answered
     with transaction.atomic():
         session = _locked(session, owner)
         if session.pending_clarification == pending:  # answered or abandoned, unless replaced meanwhile
