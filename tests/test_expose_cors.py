@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from tests.test_mcp_review import SAFELISTED_RESPONSE
 from tests.testapp.models import Article
 
 pytestmark = pytest.mark.django_db
@@ -25,16 +26,6 @@ DOCUMENTS = [
 ]
 MARKDOWN = "/articles/first.md"
 PAGE = "https://page.example"
-#: The response headers a page may read without Access-Control-Expose-Headers (the Fetch standard's list).
-SAFELISTED_RESPONSE = {
-    "cache-control",
-    "content-language",
-    "content-length",
-    "content-type",
-    "expires",
-    "last-modified",
-    "pragma",
-}
 #: The agent-facing headers the README promises on the documents.
 AGENT_HEADERS = ("ETag", "Content-Signal", "Link")
 

@@ -78,6 +78,7 @@ SAFELISTED_RESPONSE = {
     "content-type",
     "expires",
     "last-modified",
+    "pragma",
 }
 
 

@@ -7,16 +7,13 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
+from tests.test_expose_cors import DOCUMENTS as PUBLIC_DOCUMENTS
+from tests.test_expose_cors import METADATA
+
 pytestmark = pytest.mark.django_db
 
-DOCUMENTS = [
-    "/.well-known/agent.json",
-    "/llms.txt",
-    "/llms-full.txt",
-    "/robots.txt",
-    "/intentmanifest.yaml",
-    "/openapi.json",
-]
+#: The documents of views.py (the RFC 9728 metadata is tested in test_mcpmeta_metadata.py).
+DOCUMENTS = [path for path in PUBLIC_DOCUMENTS if path != METADATA]
 
 
 def methods(header: str) -> list[str]:

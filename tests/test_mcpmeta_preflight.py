@@ -10,17 +10,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-pytestmark = pytest.mark.django_db
+from tests.test_expose_cors import DOCUMENTS
 
-DOCUMENTS = [
-    "/.well-known/agent.json",
-    "/llms.txt",
-    "/llms-full.txt",
-    "/robots.txt",
-    "/intentmanifest.yaml",
-    "/openapi.json",
-    "/.well-known/oauth-protected-resource/mcp",
-]
+pytestmark = pytest.mark.django_db
 
 
 def names(header: str) -> list[str]:
