@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import datetime
 import json
-import threading
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connections
 from django.db.models import F, Sum
 from django.test import override_settings
 
 from agent_handshake.insights import recording
 from agent_handshake.insights.aggregation import site_today
-from agent_handshake.insights.gaps import LOCK, waiting
+from agent_handshake.insights.gaps import waiting
 from agent_handshake.models import AgentRequest, ContentGap, DailyTraffic
+from tests.test_insights_gaps import gaps_lock_held_elsewhere
 
 pytestmark = pytest.mark.django_db
 
@@ -123,24 +122,8 @@ def test_agent_update_gaps_says_when_questions_are_not_recorded(demo_content):
 
 def test_agent_update_gaps_while_another_run_holds_the_lock(client, demo_content):
     record(client, UNANSWERED)
-    held, release = threading.Event(), threading.Event()
-
-    def other_run():
-        with connections["default"].cursor() as cursor:  # this thread's own connection: another session
-            cursor.execute("SELECT pg_advisory_lock(hashtext(%s))", [LOCK])
-            held.set()
-            release.wait(30)
-            cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [LOCK])
-        connections["default"].close()
-
-    thread = threading.Thread(target=other_run)
-    thread.start()
-    try:
-        assert held.wait(30)
+    with gaps_lock_held_elsewhere():
         out = run("agent_update_gaps")
-    finally:
-        release.set()
-        thread.join()
     assert "Another run is grouping questions now" in out
     assert not ContentGap.objects.exists()
 

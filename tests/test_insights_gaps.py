@@ -6,6 +6,7 @@ was chosen on (README, ``INSIGHTS_GAP_SIMILARITY``)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import re
 import threading
@@ -197,13 +198,13 @@ def test_running_again_with_nothing_new_changes_nothing(grouped):
     assert list(AgentRequest.objects.order_by("pk").values_list("pk", "gap", "clustered_at")) == rows
 
 
-@pytest.mark.django_db
-def test_a_run_while_another_holds_the_lock_takes_nothing(demo_content):
-    rows = [ask(question, i) for i, question in enumerate(THEMES["gift cards"])]
+@contextlib.contextmanager
+def gaps_lock_held_elsewhere():
+    """The gap grouping's advisory lock held by another session (a thread's own connection) while the block runs."""
     held, release = threading.Event(), threading.Event()
 
     def other_run():
-        with connections["default"].cursor() as cursor:  # this thread's own connection: another session
+        with connections["default"].cursor() as cursor:
             cursor.execute("SELECT pg_advisory_lock(hashtext(%s))", [LOCK])
             held.set()
             release.wait(30)
@@ -214,12 +215,19 @@ def test_a_run_while_another_holds_the_lock_takes_nothing(demo_content):
     thread.start()
     try:
         assert held.wait(30)
-        assert update_gaps() == 0
-        assert not AgentRequest.objects.filter(pk__in=[row.pk for row in rows]).exclude(clustered_at=None).exists()
-        assert not ContentGap.objects.exists()
+        yield
     finally:
         release.set()
         thread.join()
+
+
+@pytest.mark.django_db
+def test_a_run_while_another_holds_the_lock_takes_nothing(demo_content):
+    rows = [ask(question, i) for i, question in enumerate(THEMES["gift cards"])]
+    with gaps_lock_held_elsewhere():
+        assert update_gaps() == 0
+        assert not AgentRequest.objects.filter(pk__in=[row.pk for row in rows]).exclude(clustered_at=None).exists()
+        assert not ContentGap.objects.exists()
     assert update_gaps() == len(rows)
     assert ContentGap.objects.get().count == len(rows)
 
