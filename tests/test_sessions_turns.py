@@ -37,3 +37,39 @@ def test_a_turn_asked_while_the_session_was_live_is_kept_when_its_answer_outlast
     session = ConverseSession.objects.get(pk=session_id)
     assert [turn["query"] for turn in session.turns] == ["How is gyokuro grown?", "How do I brew gyokuro?"]
     assert session.tokens_used == 2 * fake_openai.usage_tokens
+
+
+def conversation_in(prompt: str) -> str:
+    return prompt.split("<conversation>", 1)[1].split("</conversation>", 1)[0] if "<conversation>" in prompt else ""
+
+
+def test_a_model_asked_about_the_first_question_is_shown_it_after_more_than_three_turns(
+    client, demo_content, fake_openai
+):
+    # A model is shown the last three turns; asked which tea came first after four, it was never shown the first
+    # question, and answered with the oldest of the three it saw.
+    questions = [
+        "How hot should the water be for gyokuro?",
+        "What does CTC stand for?",
+        "How do I brew sencha?",
+        "How is hojicha roasted?",
+    ]
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        session_id = None
+        for question in questions:
+            response, body = ask(client, question, session_id=session_id)
+            assert response.status_code == 200, body
+            session_id = body["session_id"]
+        response, recalled = ask(client, "Which tea did I ask about first?", session_id=session_id)
+        assert response.status_code == 200, recalled
+        conversation = conversation_in(fake_openai.chat_requests()[-1]["messages"][1]["content"])
+        assert "Q: How hot should the water be for gyokuro?" in conversation
+        # Every question, in the order asked.
+        positions = [conversation.index(f"Q: {question}") for question in questions]
+        assert positions == sorted(positions)
+
+        # Any other question still shows the model the last three turns only.
+        ask(client, "And how long should it steep?", session_id=session_id)
+        conversation = conversation_in(fake_openai.chat_requests()[-1]["messages"][1]["content"])
+        assert "gyokuro" not in conversation
+        assert conversation.count("<turn>") == 3

@@ -258,13 +258,14 @@ def about_the_conversation(text: str, turns: Sequence[dict[str, Any]]) -> str | 
 WITHHELD = "(not repeated: its sources may no longer be used in answers)"
 
 
-def history_of(turns: Sequence[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
-    """The recent turns a model sees, oldest first, as (question, answer).
+def history_of(turns: Sequence[dict[str, Any]], *, every: bool = False) -> tuple[tuple[str, str], ...]:
+    """The recent turns a model sees, oldest first, as (question, answer); with ``every``, all of them (for a
+    question about the conversation, which may ask about its first question; ``SESSION_MAX_TURNS`` bounds them).
 
     An answer drawn from content that ``ai_input`` now keeps out of answers (switched off for its model since the
     turn) is withheld: it quotes that content, and the prompt would carry it to the model after all. The question,
     the agent's own words, stays, so that the conversation still reads in order."""
-    recent = turns[-HISTORY_TURNS:]
+    recent = list(turns) if every else turns[-HISTORY_TURNS:]
     withheld = _withheld(recent)
     return tuple(
         (turn["query"], WITHHELD if index in withheld else (turn.get("answer") or "")[:HISTORY_ANSWER_CHARS])
@@ -390,7 +391,7 @@ def _steps(question: Question, owner: Owner) -> Generator[Ranked, None, Turn]:
         filters=filters,
         clarified=clarified,
         write_answer=question.write_answer,
-        history=history_of(turns),
+        history=history_of(turns, every=recalled is not None),
     )
     reservation = _reserve_budgets(session, network, owner.tier, context.max_tokens)
     try:
