@@ -239,6 +239,36 @@ def sync_and_index(app_label: str, model_name: str, pk: Any) -> str:
     return status
 
 
+def index_batch(
+    app_label: str, model_name: str, pks: Iterable[Any]
+) -> tuple[dict[str, int], list[str], Exception | None]:
+    """:func:`sync_and_index` each of one model's objects ``pks`` (a batch of the task ``index_objects``). An
+    object that cannot be indexed (its config raises) is logged and counted as "failed", and the others are indexed.
+    Returns the count per status, and, when the embedding backend became unavailable, the keys not done yet (from the
+    one it failed on) with its error: each of them would wait for it too."""
+    from .retrieval.embeddings import EmbeddingUnavailable
+
+    keys = [str(pk) for pk in pks]
+    counts: dict[str, int] = {}
+    for position, pk in enumerate(keys):
+        try:
+            status = sync_and_index(app_label, model_name, pk)
+        except EmbeddingUnavailable as exc:
+            return counts, keys[position:], exc
+        except (OperationalError, InterfaceError):
+            raise  # the database itself, not this object (as in reindex_model)
+        except Exception:
+            logger.exception(
+                "Could not index %s.%s %s; run `manage.py agent_reindex` once the cause is fixed.",
+                app_label,
+                model_name,
+                pk,
+            )
+            status = "failed"
+        counts[status] = counts.get(status, 0) + 1
+    return counts, [], None
+
+
 def index_passages(config: ContentConfig, *, progress: Callable[[int, int], None] | None = None) -> int:
     """Embed the documents of one model whose content changed since their passages were built."""
     from .retrieval.index import index_documents

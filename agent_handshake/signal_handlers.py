@@ -30,6 +30,10 @@ logger = logging.getLogger(__name__)
 #: command that brings them up to date; "celery" mode queues them all.
 FOLLOW_SYNC_LIMIT = 200
 
+#: In "celery" mode, how many of those objects one ``agent_handshake.index_objects`` message carries: an author of
+#: 10,000 posts is 40 messages, not 10,000, and a batch still finishes well within a worker's time limits.
+FOLLOW_BATCH_SIZE = 250
+
 
 def index_on_save_mode() -> str:
     """The effective ``INDEX_ON_SAVE``: "celery", "sync" or "off" ("auto" resolved).
@@ -287,8 +291,9 @@ def _reindex_followers(model: type[Model], condition: Q, using: str, mode: str) 
 
 
 def _reindex_many(model: type[Model], pks: list[Any], mode: str) -> None:
-    """Re-index ``model``'s objects ``pks`` (after a commit): "celery" queues a task for each, the same task a save
-    queues; "sync", or a broker that cannot be reached, indexes at most :data:`FOLLOW_SYNC_LIMIT` of them here."""
+    """Re-index ``model``'s objects ``pks`` (after a commit): "celery" queues them in batches of
+    :data:`FOLLOW_BATCH_SIZE` (``agent_handshake.index_objects``); "sync", or a broker that cannot be reached,
+    indexes at most :data:`FOLLOW_SYNC_LIMIT` of them here."""
     meta = model._meta
     left = _queue_all(meta.app_label, meta.model_name, pks) if mode == "celery" else pks
     for pk in left[:FOLLOW_SYNC_LIMIT]:
@@ -305,20 +310,22 @@ def _reindex_many(model: type[Model], pks: list[Any], mode: str) -> None:
 
 
 def _queue_all(app_label: str, model_name: str, pks: list[Any]) -> list[Any]:
-    """Queue ``agent_handshake.index_object`` for each object, over one broker connection; the keys not queued (a
-    broker that cannot be reached: the first failure stops, each further try would wait as long)."""
-    from .tasks import index_object
+    """Queue ``agent_handshake.index_objects`` for the objects, :data:`FOLLOW_BATCH_SIZE` a message, over one broker
+    connection; the keys not queued (a broker that cannot be reached: the first failure stops, each further try
+    would wait as long)."""
+    from .tasks import index_objects
 
     queued = 0
     try:
-        with index_object.app.producer_or_acquire() as producer:
-            for pk in pks:
-                index_object.apply_async((app_label, model_name, str(pk)), retry=False, producer=producer)
-                queued += 1
+        with index_objects.app.producer_or_acquire() as producer:
+            for start in range(0, len(pks), FOLLOW_BATCH_SIZE):
+                batch = [str(pk) for pk in pks[start : start + FOLLOW_BATCH_SIZE]]
+                index_objects.apply_async((app_label, model_name, batch), retry=False, producer=producer)
+                queued += len(batch)
     except Exception:
         # As for a save (_queue): the change is committed and must not become an error page.
         logger.warning(
-            "Could not queue agent_handshake.index_object for %d objects of %s.%s; indexing up to %d of them in "
+            "Could not queue agent_handshake.index_objects for %d objects of %s.%s; indexing up to %d of them in "
             "this process.",
             len(pks) - queued,
             app_label,

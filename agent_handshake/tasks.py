@@ -7,6 +7,7 @@ what has expired. ``acks_late`` returns a task to the queue if the worker dies w
 from __future__ import annotations
 
 from celery import shared_task
+from celery.utils.time import get_exponential_backoff_interval
 
 from .retrieval.embeddings import EmbeddingUnavailable
 
@@ -32,6 +33,33 @@ def index_object(app_label: str, model_name: str, pk: str) -> str:
     status = sync_and_index(app_label, model_name, pk)
     state.invalidate()
     return status
+
+
+@shared_task(
+    name="agent_handshake.index_objects",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    max_retries=EMBEDDING_TASK["max_retries"],
+)
+def index_objects(self, app_label: str, model_name: str, pks: list[str]) -> dict[str, int]:
+    """Re-index a batch of one registered model's objects (what a save of an object they follow queues), each as
+    :func:`index_object` does. An object that cannot be indexed is logged and the others are indexed; while the
+    embedding backend is unavailable, the task is retried with backoff for the objects not indexed yet."""
+    from . import state
+    from .indexing import index_batch
+
+    try:
+        counts, left, unavailable = index_batch(app_label, model_name, pks)
+    finally:
+        state.invalidate()
+    if left:
+        countdown = get_exponential_backoff_interval(
+            factor=1, retries=self.request.retries, maximum=EMBEDDING_TASK["retry_backoff_max"], full_jitter=True
+        )
+        raise self.retry(args=(app_label, model_name, left), exc=unavailable, countdown=countdown)
+    return counts
 
 
 @shared_task(name="agent_handshake.cleanup_sessions", ignore_result=True)

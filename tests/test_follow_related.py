@@ -289,7 +289,7 @@ def test_good_paths_pass_the_check(essay_tables):
     assert [error for error in check_registry() if error.id == "agent_handshake.E018"] == []
 
 
-def test_celery_mode_queues_one_task_per_essay_and_indexes_nothing_in_the_request(
+def test_celery_mode_queues_the_essays_in_one_batch_and_indexes_nothing_in_the_request(
     essay_tables, commit, celery_app, tmp_path
 ):
     writer = commit(Writer.objects.create, name="Ines Park")
@@ -306,8 +306,8 @@ def test_celery_mode_queues_one_task_per_essay_and_indexes_nothing_in_the_reques
         commit(writer.save)
     assert markdown() == before
     messages = [path.read_bytes() for path in tmp_path.iterdir()]
-    assert len(messages) == 3
-    assert all(b"agent_handshake.index_object" in message for message in messages)
+    assert len(messages) == 1  # one agent_handshake.index_objects per FOLLOW_BATCH_SIZE essays
+    assert b"agent_handshake.index_objects" in messages[0]
 
 
 def test_celery_mode_with_an_unreachable_broker_indexes_in_the_process(
