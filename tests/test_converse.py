@@ -284,6 +284,7 @@ def test_sessions_follow_ups_and_limits(client, demo):
     response, body = ask(client, "still there?", session_id=session_id)
     assert response.status_code == 410
     assert body["reason"] == "session_expired"
+    assert "expired after 10 minutes without a request" in body["message"]
     response, body = ask(client, "hello?", session_id="no-such-session")
     assert response.status_code == 404
     assert body["reason"] == "unknown_session"

@@ -4,10 +4,12 @@ OpenAI-compatible server (the real ``openai`` client talks to it over HTTP)."""
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from agent_handshake.models import ConverseSession
 from tests.test_converse import ask, llm_settings
@@ -73,3 +75,22 @@ def test_a_model_asked_about_the_first_question_is_shown_it_after_more_than_thre
         conversation = conversation_in(fake_openai.chat_requests()[-1]["messages"][1]["content"])
         assert "gyokuro" not in conversation
         assert conversation.count("<turn>") == 3
+
+
+@pytest.mark.parametrize(("idle", "said"), [(1, "1 second"), (45, "45 seconds"), (90, "90 seconds")])
+def test_an_expired_sessions_message_says_how_long_it_waited(client, settings, idle, said):
+    """Under a minute, the 410 said "expired after 0 minutes"."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "SESSION_IDLE_SECONDS": idle}
+    first = client.post(
+        "/agent/converse", {"capability": "content_search", "query": "hello"}, content_type="application/json"
+    ).json()
+    ConverseSession.objects.filter(pk=first["session_id"]).update(
+        last_active_at=timezone.now() - datetime.timedelta(seconds=idle + 5)
+    )
+    body = client.post(
+        "/agent/converse",
+        {"capability": "content_search", "query": "still there?", "session_id": first["session_id"]},
+        content_type="application/json",
+    ).json()
+    assert body["reason"] == "session_expired"
+    assert f"expired after {said} without a request" in body["message"], body["message"]

@@ -104,10 +104,11 @@ def load_session(session_id: str, owner: Owner, *, lock: bool = False, expire: b
         raise unknown_session(session_id)
     if expire and timezone.now() - session.last_active_at > idle_timeout():
         session.delete()
+        idle = app_settings.SESSION_IDLE_SECONDS
+        waited = f"{idle // 60} minutes" if idle >= 120 else f"{idle} second{'' if idle == 1 else 's'}"
         raise SessionError(
             410,
-            f"Session {session_id!r} expired after {app_settings.SESSION_IDLE_SECONDS // 60} minutes without a "
-            "request. Start a new one with session_id null.",
+            f"Session {session_id!r} expired after {waited} without a request. Start a new one with session_id null.",
             "session_expired",
         )
     return session
