@@ -26,7 +26,8 @@ class ConverseSession(models.Model):
     api_key = models.ForeignKey("ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     last_active_at = models.DateTimeField(db_index=True)
-    #: [{"query", "standalone_query", "answer", "sources": [{"title", "url"}], "tokens"}, ...]
+    #: [{"query", "standalone_query", "answer", "sources": [{"title", "url"}], "documents": [ids the answer was
+    #: drawn from], "tokens", "clarified": {the clarification a turn answered, and the answer: only then}}, ...]
     turns = models.JSONField(default=list, blank=True)
     tokens_used = models.PositiveIntegerField(default=0)
     #: The question and options of a clarification the agent has not answered yet.
