@@ -215,7 +215,10 @@ class AgentDocumentView(APIView, abc.ABC):
 
     def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         # Allow names what the OPTIONS answer names (OPTIONS too); the message, the methods that read the document.
-        return method_not_allowed(request.method or "", ["GET", "HEAD"], self.allowed_methods)
+        response = method_not_allowed(request.method or "", ["GET", "HEAD"], self.allowed_methods)
+        # Sent to any origin as the document is: a page on another origin reads the error, not a network error.
+        share_publicly(response)
+        return response
 
 
 class ManifestView(AgentDocumentView):
@@ -265,7 +268,9 @@ class IntentManifestView(AgentDocumentView):
             site_public_key()
         except ImproperlyConfigured:
             logger.exception("The site key cannot be loaded: /intentmanifest.yaml answers 503")
-            return unsigned_error(key_unavailable("its IntentWeb manifest cannot be published"))
+            response = unsigned_error(key_unavailable("its IntentWeb manifest cannot be published"))
+            share_publicly(response)  # a page reads the error as it would the manifest
+            return response
         return super().respond(request)
 
     def render(self, snapshot: Snapshot, base: str) -> str:

@@ -292,6 +292,7 @@ class ProtectedResourceMetadataView(View):
         body = {"status": "error", "code": "method_not_allowed", "message": message, "allowed_methods": allowed}
         response = JsonResponse(body, status=405)
         response.headers["Allow"] = ", ".join(allowed)
+        share_publicly(response)  # as the document is, so a page on another origin reads the error
         return response
 
     def options(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
