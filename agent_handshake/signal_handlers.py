@@ -230,10 +230,12 @@ def _follower_conditions(
             if created and not (relation.one_to_many or (relation.one_to_one and not relation.concrete)):
                 continue
             target = relation.related_model._meta.concrete_model
+            # By the followed row's primary key, named: a ForeignKey with to_field (a country by its code) stores,
+            # and compares ``path=value`` with, that other key (no join where the key it stores is the pk).
             if target is written:
-                condition = Q(**{path: instance.pk})
+                condition = Q(**{f"{path}__pk": instance.pk})
             elif saved and target in written._meta.get_parent_list():
-                condition = Q(**{path: getattr(instance, written._meta.get_ancestor_link(target).attname)})
+                condition = Q(**{f"{path}__pk": getattr(instance, written._meta.get_ancestor_link(target).attname)})
             elif saved and written in target._meta.get_parent_list():
                 condition = Q(**{f"{path}__{written._meta.pk.name}": instance.pk})
             else:
