@@ -255,6 +255,24 @@ def _followers(model: type[Model], condition: Q, using: str) -> list[Any]:
     return list(dict.fromkeys(rows))
 
 
+def _read_followers(model: type[Model], condition: Q, using: str) -> list[Any]:
+    """:func:`_followers`, in the editor's request: a query that fails (the follower's table not migrated yet, a
+    lock or statement timeout) is logged and finds none, so the save or delete it follows still succeeds. In a
+    savepoint: a failed query would otherwise abort the delete's transaction, or the one the save is part of."""
+    try:
+        with transaction.atomic(using=using):
+            return _followers(model, condition, using)
+    except Exception:
+        label = model._meta.label_lower
+        logger.exception(
+            "Could not find the objects of %s that follow a changed object, so they were not re-indexed; run "
+            "`manage.py agent_reindex --model %s` once the cause is fixed.",
+            label,
+            label,
+        )
+        return []
+
+
 def followed_saved(
     sender: type[Model],
     instance: Model,
@@ -291,7 +309,7 @@ def followed_deleting(sender: type[Model], instance: Model, using: str = DEFAULT
     if mode == "off":
         return
     for model, condition in _follower_conditions(sender, instance, saved=False).items():
-        pks = _followers(model, condition, using)
+        pks = _read_followers(model, condition, using)
         if pks:
             transaction.on_commit(partial(_reindex_many, model, pks, mode), using=using)
 
@@ -308,7 +326,7 @@ class _FollowersReindex:
 
     def __call__(self) -> None:
         self.ran = True
-        _reindex_many(self.model, _followers(self.model, self.condition, self.using), self.mode)
+        _reindex_many(self.model, _read_followers(self.model, self.condition, self.using), self.mode)
 
 
 def _reindex_many(model: type[Model], pks: list[Any], mode: str) -> None:
