@@ -26,11 +26,13 @@ from typing import Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
 from django.core.signals import setting_changed
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponseBase
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve, reverse
+from django.utils import translation
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
 from django.utils.encoding import iri_to_uri
@@ -389,9 +391,13 @@ class AgentDiscoveryMiddleware:
         wants the job, not the manifest."""
         from .frontdoor import FrontDoorView
 
+        # Before LocaleMiddleware: the thread holds the last request's language, and i18n_patterns match the prefix of
+        # the active one. Resolve in the URL's language, or the default one (prefix_default_language=False).
+        language = translation.get_language_from_path(request.path_info) or settings.LANGUAGE_CODE
         try:
             # path_info and the request's own URLconf, as Django resolves it (the site mounted under /sub/ too).
-            match = resolve(request.path_info, getattr(request, "urlconf", None))
+            with translation.override(language, deactivate=False):
+                match = resolve(request.path_info, getattr(request, "urlconf", None))
         except Resolver404:
             return False
         view_class = getattr(match.func, "view_class", None)
