@@ -311,7 +311,14 @@ def followed_deleting(sender: type[Model], instance: Model, using: str = DEFAULT
     for model, condition in _follower_conditions(sender, instance, saved=False).items():
         pks = _read_followers(model, condition, using)
         if pks:
-            transaction.on_commit(partial(_reindex_many, model, pks, mode), using=using)
+            transaction.on_commit(partial(_reindex_remaining, model, pks, using, mode), using=using)
+
+
+def _reindex_remaining(model: type[Model], pks: list[Any], using: str, mode: str) -> None:
+    """Re-index those of ``model``'s objects ``pks``, read before a delete, that it left (``SET_NULL``): those it
+    deleted with it (``CASCADE``) had their documents removed by their own signals, and re-indexing them again, or
+    logging them as left over ``FOLLOW_SYNC_LIMIT``, would only cost time and send the operator to agent_reindex."""
+    _reindex_many(model, _read_followers(model, Q(pk__in=pks), using), mode)
 
 
 @dataclasses.dataclass
