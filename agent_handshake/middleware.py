@@ -22,14 +22,14 @@ import functools
 import re
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve, reverse
 from django.utils import translation
@@ -41,6 +41,10 @@ from django.utils.text import compress_string
 
 from . import content_signals, state
 from .conf import SETTING_NAME, app_settings
+from .cors import answer_preflight, is_preflight
+
+if TYPE_CHECKING:
+    from .models import Document
 
 AGENT_JSON = "application/agent+json"
 MARKDOWN = "text/markdown"
@@ -366,6 +370,8 @@ class AgentDiscoveryMiddleware:
 
     def early_response(self, request: HttpRequest) -> HttpResponseBase | None:
         """The manifest or a markdown version, when the request asks for one; else None."""
+        if is_preflight(request):
+            return self._markdown_preflight(request)
         if request.method not in ("GET", "HEAD"):
             return None
         path = request.path_info
@@ -422,11 +428,35 @@ class AgentDiscoveryMiddleware:
             return [base[: -len("index.html")]]
         return [base, base + "/"] if not base.endswith("/") else [base]
 
+    def _markdown_preflight(self, request: HttpRequest) -> HttpResponseBase | None:
+        """A browser's CORS preflight for ``<url>.md``: the markdown version is sent to any origin (with an ETag for
+        the page's ``If-None-Match``), so the headers it asks to send are allowed, as for the documents. None when
+        the path has no markdown version (the site's own route answers)."""
+        path = request.path_info
+        suffix = app_settings.MARKDOWN_SUFFIX
+        if not app_settings.MARKDOWN_VERSIONS or not path.endswith(suffix) or self.is_endpoint(request):
+            return None
+        if self._document(request, self._markdown_candidates(path[: -len(suffix)])) is None:
+            return None
+        response = HttpResponse()
+        del response.headers["Content-Type"]  # no content, so no type
+        response.headers["Allow"] = "GET, HEAD, OPTIONS"
+        response.headers["Content-Length"] = "0"
+        answer_preflight(request, response, origin="*", methods="GET, HEAD")
+        return response
+
+    @classmethod
+    def _markdown(cls, request: HttpRequest, paths: list[str]) -> HttpResponseBase | None:
+        from .views import markdown_response
+
+        document = cls._document(request, paths)
+        return markdown_response(request, document) if document is not None else None
+
     @staticmethod
-    def _markdown(request: HttpRequest, paths: list[str]) -> HttpResponseBase | None:
+    def _document(request: HttpRequest, paths: list[str]) -> Document | None:
+        """The registered object's document at one of ``paths`` (and the request's query), else None."""
         from .indexing import documents_of
         from .registry import content_registry
-        from .views import markdown_response
 
         if not _storable(request.path_info) or not content_registry.models():
             return None
@@ -440,9 +470,8 @@ class AgentDiscoveryMiddleware:
             with_query = Q(url__endswith=f"?{query}") | Q(url__endswith=f"?{unquote(query)}")
             for document in at_path.filter(with_query).order_by("pk"):
                 if iri_to_uri(urlsplit(document.url).query) == iri_to_uri(unquote(query)):
-                    return markdown_response(request, document)
-        document = at_path.exclude(url__contains="?").order_by("pk").first()
-        return markdown_response(request, document) if document is not None else None
+                    return document
+        return at_path.exclude(url__contains="?").order_by("pk").first()
 
     # Responses
 
