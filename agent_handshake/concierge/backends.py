@@ -20,6 +20,7 @@ import abc
 import email.utils
 import hashlib
 import logging
+import math
 import re
 import time
 import unicodedata
@@ -377,7 +378,7 @@ class OpenAIAnswerer(AnswerBackend):
         base_url: str | None = None,
         api_key: str | None = None,
         temperature: float = 0.0,
-        timeout: float = 30.0,
+        timeout: float | None = 30.0,
         max_retries: int = 2,
     ) -> None:
         self.model = model
@@ -392,7 +393,8 @@ class OpenAIAnswerer(AnswerBackend):
         """The chat completion, within ``timeout`` seconds in all: a failure worth retrying (a 429, a 5xx, a lost or
         timed-out connection) is retried, at most ``max_retries`` times, only when the wait (a Retry-After, or
         0.5 s doubling) leaves time for another attempt; otherwise its error is raised."""
-        deadline = time.monotonic() + self.timeout
+        # A timeout of None is the openai client's "no timeout": no deadline, and none for an attempt.
+        deadline = math.inf if self.timeout is None else time.monotonic() + self.timeout
         retries = max(0, self.max_retries)
         for attempt in range(retries + 1):
             try:
@@ -401,7 +403,7 @@ class OpenAIAnswerer(AnswerBackend):
                     messages=messages,
                     max_tokens=max_tokens,
                     temperature=self.temperature,
-                    timeout=max(0.001, deadline - time.monotonic()),
+                    timeout=None if self.timeout is None else max(0.001, deadline - time.monotonic()),
                 )
             except self._openai.OpenAIError as error:
                 wait = self.retry_wait(error, attempt)

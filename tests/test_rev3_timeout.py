@@ -1,0 +1,30 @@
+"""ANSWER_OPTIONS ``timeout: None`` (the openai client's "no timeout") with the model backend's own retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from tests.test_converse import ask, llm_settings
+from tests.test_llm_replies import QUESTION, shaped_openai  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def options(fake: Any, **extra: Any) -> dict[str, Any]:
+    settings = llm_settings(fake)
+    settings["ANSWER_OPTIONS"] = {**settings["ANSWER_OPTIONS"], **extra}
+    return settings
+
+
+def test_a_timeout_of_none_means_no_deadline_not_a_server_error(client, demo_content, shaped_openai):  # noqa: F811
+    """``timeout: None`` is the openai client's "no timeout"; the whole-call deadline added it to a clock
+    (TypeError) and every question was a 500 concierge_error."""
+    shaped_openai.reply = lambda request: "Gyokuro is shaded for about three weeks before harvest [1]."
+    with override_settings(AGENT_HANDSHAKE=options(shaped_openai, timeout=None, max_retries=1)):
+        response, body = ask(client, QUESTION)
+    assert response.status_code == 200, body
+    assert body["response"]["answer"] == "Gyokuro is shaded for about three weeks before harvest [1]."
+    assert "guardrail" not in body["meta"]
