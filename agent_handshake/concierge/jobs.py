@@ -52,6 +52,7 @@ from ..conf import app_settings
 from ..identity.trust import blocked_owner, scopes_of
 from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature, VerifiedAgent
 from ..registry import Capability, capability_registry
+from ..signals import registry_changed
 from . import callbacks, errors
 from .invocation import (
     ActionFailed,
@@ -245,6 +246,27 @@ def offered(capability: Capability | None) -> bool:
 
 def unoffered_message(job: Job) -> str:
     return f"The capability {job.capability!r} is no longer offered."
+
+
+#: When this process's capability registry took its present shape: its start-up, or the last capability registered or
+#: unregistered since. A rolling deploy runs two releases side by side: a request put on the desk later may be of a
+#: capability that a newer release offers and this older process has never known, so only the requests put on the desk
+#: before it are judged here (:func:`withdrawn_here`).
+registry_shaped_at = timezone.now()
+
+
+def _registry_reshaped(sender: Any, **kwargs: Any) -> None:
+    global registry_shaped_at
+    registry_shaped_at = timezone.now()
+
+
+registry_changed.connect(_registry_reshaped, dispatch_uid="agent_handshake.jobs.registry_shaped_at")
+
+
+def withdrawn_here(job: Job) -> bool:
+    """Whether this process may end waiting ``job``, whose capability it does not offer: the job reached the desk
+    before this process's registry took its shape (a newer release's request is left to a process that knows it)."""
+    return job.updated_at < registry_shaped_at
 
 
 def _allows(key: ApiKey, scope: str | None) -> bool:
@@ -472,9 +494,12 @@ def complete_waiting(job_id: str, outcome: Outcome) -> Job:
         refusal = None
         capability = capability_registry.get(job.capability)
         if job.status == Status.WAITING and not offered(capability):
-            # Taken out of the registry while it waited: the request ends now, and the agent is told why.
-            _fail(job, "unavailable", unoffered_message(job))
             refusal = unoffered_message(job)
+            if withdrawn_here(job):
+                # Taken out of the registry while it waited: the request ends now, and the agent is told why.
+                _fail(job, "unavailable", refusal)
+            else:  # a newer release's, answered through an older process during a deploy: it goes on waiting
+                refusal = f"The capability {job.capability!r} is not offered by this server yet; try again shortly."
         elif job.status != Status.WAITING:
             refusal = f"The job is {job.get_status_display()}; it no longer takes an answer."
         else:
@@ -509,9 +534,13 @@ def expire(now: datetime.datetime | None = None, *, pk: Any = None) -> int:
 def withdraw_unoffered() -> int:
     """Waiting jobs whose capability the site no longer offers (a deploy that stopped registering the human desk)
     end ``failed`` with ``unavailable`` (and their callbacks are sent); how many. No one could answer them, and the
-    agent would otherwise be told ``pending`` until their deadline."""
+    agent would otherwise be told ``pending`` until their deadline. Only those that reached the desk before this
+    process's registry took its shape (:func:`withdrawn_here`): an older process still running during a rolling deploy
+    does not withdraw the requests of a capability the newer release added."""
     names = [capability.name for capability in capability_registry if offered(capability)]
-    orphaned = Job.objects.filter(status=Status.WAITING).exclude(capability__in=names)
+    orphaned = Job.objects.filter(status=Status.WAITING, updated_at__lt=registry_shaped_at).exclude(
+        capability__in=names
+    )
     count = 0
     with transaction.atomic():
         for job in orphaned.select_for_update(skip_locked=True)[:500]:
