@@ -53,6 +53,7 @@ from ..identity.trust import blocked_owner, scopes_of
 from ..models import ApiKey, CancelRequest, IdempotencyRecord, Job, SeenSignature, VerifiedAgent
 from ..registry import Capability, capability_registry
 from ..signals import registry_changed
+from ..text import visible_name
 from . import callbacks, errors
 from .invocation import (
     ActionFailed,
@@ -107,7 +108,7 @@ def accept(
         protocol=protocol,
         capability=capability.name,
         api_key=key,
-        requesting_agent=requesting_agent,
+        requesting_agent=visible_name(requesting_agent, 128),  # shown to operators on the desk: as it shows
         query=query,
         input=input,
         content_type=content_type,
