@@ -114,6 +114,9 @@ URL = re.compile(r"(?:https?://|www\.)[^\s<>()\[\]\"']+", re.IGNORECASE)
 CITATION = re.compile(r"\[(\d{1,3})\](?!\()")
 # What a model may write for citations: a source number with leading zeros ("[01]"), several at once ("[1, 2]").
 CITATIONS = re.compile(r"\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\](?!\()")
+# Code in an answer (a fenced block, to its end if never closed, or an inline span): its brackets are code
+# ("steeps = [1, 2]", "steeps[0]"), not citations.
+CODE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[^\n]*$|\Z)|`[^`\n]+`", re.DOTALL | re.MULTILINE)
 
 SYSTEM_PROMPT = """You are the concierge of the website "{site}". You answer questions that visiting AI agents \
 ask about the site, using only the numbered sources in the user message.
@@ -312,7 +315,13 @@ def check_output(answer: str, evidence: Sequence[Evidence]) -> tuple[str, set[in
         cited.update(named)
         return "".join(f"[{number}]" for number in named)
 
-    return CITATIONS.sub(citation, answer), cited, guardrail
+    parts = []
+    start = 0
+    for code in CODE.finditer(answer):
+        parts += [CITATIONS.sub(citation, answer[start : code.start()]), code.group(0)]
+        start = code.end()
+    parts.append(CITATIONS.sub(citation, answer[start:]))
+    return "".join(parts), cited, guardrail
 
 
 def reply_text(completion: Any) -> tuple[str, str | None]:
