@@ -320,8 +320,9 @@ def question_terms(question: str) -> set[str]:
     asking what the site says about something (:data:`FRAME`)."""
     lowered = question.lower()
     asked = {stem(word) for word in HOW.findall(lowered) if word in DEGREE} | {stem(w) for w in WHAT.findall(lowered)}
-    framed = {stem(word) for word in FRAME.findall(lowered)}
-    return terms(question) - NOT_ABOUT - asked - framed
+    # Only the frame's own word goes: the same word in the topic stays ("written about writing retreats").
+    unframed = FRAME.sub(lambda match: match.group(0)[len(match.group(1)) :], lowered)
+    return terms(unframed) - NOT_ABOUT - asked
 
 
 def score(
