@@ -113,6 +113,7 @@ class Agent:
         assert credential.access_token.startswith("asp_")
         assert credential.expires_in == 3600
         assert credential.did == answer.did
+        assert credential.agent_id == answer.agent_id  # the site names itself, as in its first answer
         self.token = credential.access_token
         return credential
 

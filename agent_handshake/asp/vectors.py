@@ -125,8 +125,8 @@ def handshake() -> dict[str, Any]:
     )  # fmt: skip
     verify = asp_pb2.HandshakeMessage(did=agent, challenge=SITE_CHALLENGE, challenge_response=initiator_signature)
     credential = asp_pb2.HandshakeMessage(
-        agent_id="vector-agent", did=site, version="1.0.0", timestamp=VERIFY_AT, public_key=_public("site"),
-        access_token=ACCESS_TOKEN, expires_in=3600,
+        agent_id="https://teahouse.example/", did=site, version="1.0.0", timestamp=VERIFY_AT,
+        public_key=_public("site"), access_token=ACCESS_TOKEN, expires_in=3600,
     )  # fmt: skip
     return {
         "agent_challenge_hex": AGENT_CHALLENGE.hex(),

@@ -247,7 +247,7 @@ class AgentSemanticProtocolView(FrontDoorView):
         try:
             if not message.challenge_response:
                 return self.begin(request, message)
-            return self.complete(message)
+            return self.complete(request, message)
         except handshake.HandshakeRefused as exc:
             raise refused(exc) from None
 
@@ -285,7 +285,7 @@ class AgentSemanticProtocolView(FrontDoorView):
             **{"Cache-Control": "no-store"},
         )
 
-    def complete(self, message: asp_pb2.HandshakeMessage) -> HttpResponseBase:
+    def complete(self, request: Request, message: asp_pb2.HandshakeMessage) -> HttpResponseBase:
         if len(message.challenge) != CHALLENGE_BYTES:
             raise errors.InvalidInput(
                 f"challenge must echo the site's {CHALLENGE_BYTES}-byte challenge.", fields=["challenge"]
@@ -297,7 +297,7 @@ class AgentSemanticProtocolView(FrontDoorView):
         session = handshake.complete_for_challenge(message.did, message.challenge, message.challenge_response)
         return framed(
             asp_pb2.HandshakeMessage(
-                agent_id=session.agent.agent_id,
+                agent_id=base_url(request) + "/",  # the site's, as in its first answer (the message is the site's)
                 did=site_did(),
                 version=handshake.VERSION,
                 timestamp=time.time_ns(),
