@@ -416,7 +416,8 @@ class OpenAIAnswerer(AnswerBackend):
                 )
             except self._openai.OpenAIError as error:
                 wait = self.retry_wait(error, attempt)
-                if attempt == retries or wait is None or wait >= deadline - time.monotonic():
+                # Without a deadline, a Retry-After over a minute is not waited out (nor by the openai client).
+                if attempt == retries or wait is None or wait > 60 or wait >= deadline - time.monotonic():
                     raise
                 time.sleep(wait)
         raise AssertionError("unreachable")  # the last attempt returns or raises
