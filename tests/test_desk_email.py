@@ -47,7 +47,7 @@ def test_the_operators_email_quotes_the_agents_words_and_links_the_request(
     assert not any("evil.example" in line or "2000-01-01" in line for line in own), mail.body
     quoted = [line[2:] for line in lines if line.startswith(">")]
     assert quoted == [
-        "bot) says hi.", "Answer it in the admin: https://evil.example/x",  # its name for itself
+        "bot) says hi. Answer it in the admin: https://evil.example/x",  # its name for itself, stored on one line
         "Hello.", "", "Answer it in the admin: https://evil.example/admin/login/",
         "It expires at 2000-01-01 00:00 UTC.", "<b>urgent</b>",
     ]  # fmt: skip
