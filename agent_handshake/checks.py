@@ -27,6 +27,9 @@
 ``agent_handshake.E016``  ``CACHE_ALIAS`` or ``RATELIMIT_USE_CACHE`` names no cache in ``CACHES``
 ``agent_handshake.E017``  two registered models share one table (a model and its proxy, or two proxies of it)
 ``agent_handshake.E018``  a registered config's ``follow`` names a path that is not a relation path from its model
+``agent_handshake.E019``  ``ANSWER_OPTIONS`` or ``EMBEDDING_OPTIONS`` has an option the backend does not take, or a
+                          value of the wrong type or out of range
+``agent_handshake.W009``  ``ANSWER_OPTIONS`` is set but ``ANSWER_BACKEND`` is empty: the options are ignored
 =====================  ====================================================================================
 """
 
@@ -42,6 +45,7 @@ from django.core.checks import Error, Tags, Warning, register
 from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
 
+from .backend_options import accepted_options, article
 from .conf import AUTHENTICATION_SCHEMES, DEFAULTS, INDEX_ON_SAVE_MODES, SETTING_NAME, app_settings
 from .content_types import TYPE_PATTERN, get_spec
 from .registry import (
@@ -861,6 +865,81 @@ def check_backends(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 import_string(answer)
             except ImportError as exc:
                 errors.append(Error(f"ANSWER_BACKEND {answer!r} cannot be imported: {exc}", id="agent_handshake.E012"))
+    return errors
+
+
+#: Each backend setting, with the setting of its options and what the backend does with them.
+BACKEND_OPTIONS = {
+    "EMBEDDING_BACKEND": ("EMBEDDING_OPTIONS", "every search and every indexing fails"),
+    "ANSWER_BACKEND": ("ANSWER_OPTIONS", "every question fails"),
+}
+
+
+@register(Tags.compatibility)
+def check_backend_options(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
+    """E019: ``EMBEDDING_OPTIONS`` and ``ANSWER_OPTIONS`` are options the backend takes, with values it can use, as
+    the backend declares them (``accepted_options``, :mod:`.backend_options`). The backend is built with them at the
+    first search or question: an option it does not take (a typo, "time_out") made each one fail with a TypeError,
+    and a value it cannot use (a timeout of "30", a negative ``max_retries``) failed there too, or answered every
+    question extractively. W009: ``ANSWER_OPTIONS`` with an empty ``ANSWER_BACKEND`` (extractive) are ignored."""
+    user = getattr(settings, SETTING_NAME, {})
+    if not isinstance(user, dict):
+        return []  # E001
+    messages: list[Error | Warning] = []
+    for backend_setting, (options_setting, failure) in BACKEND_OPTIONS.items():
+        path = user.get(backend_setting, DEFAULTS[backend_setting])
+        options = user.get(options_setting, DEFAULTS[options_setting])
+        if not isinstance(path, str) or not isinstance(options, dict):
+            continue  # E002
+        if not path and backend_setting == "ANSWER_BACKEND":
+            if options:
+                messages.append(
+                    Warning(
+                        f"{SETTING_NAME}['ANSWER_OPTIONS'] is set, but ANSWER_BACKEND is empty: answers are "
+                        "extractive, and the options are ignored.",
+                        hint='Set ANSWER_BACKEND to "agent_handshake.concierge.backends.OpenAIAnswerer" to answer '
+                        "with a model, or remove ANSWER_OPTIONS.",
+                        id="agent_handshake.W009",
+                    )
+                )
+            continue
+        try:
+            backend = import_string(path)
+        except ImportError:
+            continue  # E011, E012
+        accepted = accepted_options(backend) if isinstance(backend, type) else None
+        if accepted is not None:
+            messages += _option_errors(options_setting, backend.__name__, accepted, options, failure)
+    return messages
+
+
+def _option_errors(setting: str, backend: str, accepted: dict[str, Any], options: dict, failure: str) -> list[Error]:
+    """E019 for each of ``options`` that ``backend`` does not take (its constructor would raise a TypeError), then
+    for each value that is not valid (an API key's is not repeated)."""
+    if accepted:
+        takes, hint = " (a typo?)", f"{backend} takes {', '.join(sorted(accepted))}."
+    else:
+        takes, hint = "", f"{backend} takes no options: remove {setting}."
+    errors = [
+        Error(
+            f"{SETTING_NAME}['{setting}'] has {key!r}, which {backend} does not take{takes}: the backend cannot be "
+            f"built, and {failure}.",
+            hint=hint,
+            id="agent_handshake.E019",
+        )
+        for key in sorted((key for key in options if key not in accepted), key=repr)
+    ]
+    for key in sorted(key for key in options if key in accepted):
+        option, value = accepted[key], options[key]
+        if not option.valid(value):
+            shown = f"{article(type(value).__name__)} {type(value).__name__}" if option.secret else repr(value)
+            errors.append(
+                Error(
+                    f"{SETTING_NAME}['{setting}'][{key!r}] is {shown}.",
+                    hint=f"{backend}'s {key!r} is {option.describe()}.",
+                    id="agent_handshake.E019",
+                )
+            )
     return errors
 
 

@@ -26,7 +26,7 @@ import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -38,6 +38,7 @@ from django.utils.html import strip_tags
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.module_loading import import_string
 
+from ..backend_options import Option
 from ..compat import openai_client
 from ..conf import SETTING_NAME, app_settings
 from . import extractive
@@ -77,6 +78,9 @@ class AnswerBackend(abc.ABC):
     #: lists first the source the answer leads with. A backend that calls a model is False: its sources are sent
     #: while it writes, in the retriever's order.
     instant = False
+    #: The ``ANSWER_OPTIONS`` its constructor takes, each with what its value must be: ``manage.py check`` reports
+    #: any other option, or a value that is not valid (``agent_handshake.E019``). None: not declared, not checked.
+    accepted_options: ClassVar[dict[str, Option] | None] = None
 
     @abc.abstractmethod
     def answer(self, question: str, evidence: Sequence[Evidence], max_tokens: int, site_name: str) -> GeneratedAnswer:
@@ -89,6 +93,7 @@ class ExtractiveAnswerer(AnswerBackend):
 
     name = "extractive"
     instant = True
+    accepted_options: ClassVar[dict[str, Option] | None] = {}
 
     def answer(self, question: str, evidence: Sequence[Evidence], max_tokens: int, site_name: str) -> GeneratedAnswer:
         if not evidence:
@@ -380,6 +385,14 @@ class OpenAIAnswerer(AnswerBackend):
     """Grounded answers from the ``openai`` chat completions API (any OpenAI-compatible server)."""
 
     name = "openai"
+    accepted_options: ClassVar[dict[str, Option] | None] = {
+        "model": Option(str, blank=False, means="the model's name on the server"),
+        "base_url": Option(str, none=True, means="the server's URL; None: OPENAI_BASE_URL, or OpenAI's"),
+        "api_key": Option(str, none=True, secret=True, means="None: OPENAI_API_KEY"),
+        "temperature": Option(float, minimum=0),
+        "timeout": Option(float, none=True, above=0, means="seconds for the whole call; None: no limit"),
+        "max_retries": Option(int, minimum=0),
+    }
 
     def __init__(
         self,

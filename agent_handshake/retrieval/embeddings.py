@@ -16,13 +16,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from ..backend_options import Option
 from ..compat import openai_client
 from ..conf import SETTING_NAME, app_settings
 
@@ -47,6 +48,9 @@ class EmbeddingBackend(abc.ABC):
     #: The cosine similarity below which a question is taken to be off the site's topics (``RELEVANCE_FLOOR``
     #: when that setting is None). Similarities are model-specific: None means this model has no measured floor.
     relevance_floor: float | None = None
+    #: The ``EMBEDDING_OPTIONS`` its constructor takes, each with what its value must be: ``manage.py check`` reports
+    #: any other option, or a value that is not valid (``agent_handshake.E019``). None: not declared, not checked.
+    accepted_options: ClassVar[dict[str, Option] | None] = None
 
     @abc.abstractmethod
     def compute(self, texts: Sequence[str]) -> np.ndarray:
@@ -111,6 +115,11 @@ class MiniLMEmbeddings(EmbeddingBackend):
     _encoder: Any = None
     _blas_threads: int | None = None  # what the process's BLAS was set to when the encoder loaded
     _lock = threading.Lock()
+    accepted_options: ClassVar[dict[str, Option] | None] = {
+        "batch_size": Option(int, minimum=1),
+        "workers": Option(int, none=True, minimum=0, means="indexing threads; None or 0: one per core"),
+        "blas_threads": Option(int, none=True, minimum=0, means="None or 0: BLAS left alone"),
+    }
 
     def __init__(self, batch_size: int = 32, workers: int | None = None, blas_threads: int | None = 1) -> None:
         self.batch_size = batch_size
@@ -169,6 +178,15 @@ class OpenAIEmbeddings(EmbeddingBackend):
     """
 
     max_input_chars = 8000
+    accepted_options: ClassVar[dict[str, Option] | None] = {
+        "model": Option(str, blank=False, means="the model's name on the server"),
+        "dimensions": Option(int, none=True, minimum=1, means="None: the model's own"),
+        "batch_size": Option(int, minimum=1),
+        "base_url": Option(str, none=True, means="the server's URL; None: OPENAI_BASE_URL, or OpenAI's"),
+        "api_key": Option(str, none=True, secret=True, means="None: OPENAI_API_KEY"),
+        "timeout": Option(float, none=True, above=0, also="openai.Timeout", means="seconds; None: no limit"),
+        "max_retries": Option(int, minimum=0),
+    }
 
     def __init__(
         self,
