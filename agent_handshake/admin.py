@@ -27,6 +27,7 @@ from .models import (
     Interaction,
     Job,
     ProposedField,
+    RoutingExample,
     SchemaKeyText,
     SchemaTemplate,
     SiteProfile,
@@ -872,3 +873,54 @@ class VerifiedAgentAdmin(OnlyWhatChanged, OddLookupsRefused, admin.ModelAdmin):
 # --- agent traffic insights: the overview, each agent's page and the CSV export (agent_handshake/insights/) ------
 from .insights import admin as insights_admin  # noqa: E402, F401
 from .insights import gaps_admin  # noqa: E402, F401  (the content gaps)
+
+
+class RoutingExampleForm(forms.ModelForm):
+    """The capability is chosen among those registered now (an example's name stays as it was when the capability
+    is gone, and can be changed to another); the request is kept as written, without the spaces around it."""
+
+    class Meta:
+        model = RoutingExample
+        fields = ["capability", "text", "note"]
+        widgets = {"text": forms.Textarea(attrs={"rows": 3, "cols": 80})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = [capability.name for capability in capability_registry]
+        current = self.instance.capability if self.instance.pk else ""
+        choices = [(name, name) for name in names]
+        if current and current not in names:
+            choices.append((current, f"{current} (no longer registered)"))
+        self.fields["capability"] = forms.ChoiceField(
+            choices=[("", "---------"), *choices],
+            help_text="The capability a request like this one is for.",
+        )
+        self.fields["text"].help_text = (
+            "A request as an agent or a person would send it. The router compares each request with every "
+            "capability's texts (its intent, description, declared examples and these), after the site's name and "
+            "topic are left out."
+        )
+
+    def clean_text(self) -> str:
+        text = self.cleaned_data["text"].strip()
+        if not text:
+            raise forms.ValidationError("Enter the request.")
+        return text
+
+
+@admin.register(RoutingExample)
+class RoutingExampleAdmin(OddLookupsRefused, admin.ModelAdmin):
+    """Requests that teach the router which capability is meant, beside the examples the capabilities declare
+    in code: add one for a request an agent's traffic shows going to the wrong capability. The site's examples
+    are read again within ``STATE_TTL`` seconds in every process, and their vectors computed once per deployment
+    (with a shared cache)."""
+
+    form = RoutingExampleForm
+    list_display = ("text", "capability", "registered", "note", "created_at")
+    list_filter = ("capability",)
+    search_fields = ("text", "note")
+    ordering = ("capability", "-created_at", "-pk")
+
+    @admin.display(description="registered", boolean=True)
+    def registered(self, example: RoutingExample) -> bool:
+        return capability_registry.get(example.capability) is not None

@@ -387,6 +387,12 @@ def settings_saved(sender: type[Model], **kwargs: Any) -> None:
     transaction.on_commit(state.invalidate)
 
 
+def routing_example_changed(sender: type[Model], **kwargs: Any) -> None:
+    from .concierge.routing import forget_site_examples
+
+    transaction.on_commit(forget_site_examples)
+
+
 def record_written(sender: type[Model], created: bool, raw: bool = False, **kwargs: Any) -> None:
     """A new idempotency record or accepted signature: purge expired ones after the commit (see jobs.py)."""
     if created and not raw:
@@ -456,7 +462,7 @@ def connect() -> None:
     (a receiver that brought them in step while the ``agents`` modules registered their models would have taken the
     names of the sites' own capabilities registered after them)."""
     from .concierge.capabilities import content_registry_changed
-    from .models import ContentSignalOverride, IdempotencyRecord, SeenSignature, SiteProfile
+    from .models import ContentSignalOverride, IdempotencyRecord, RoutingExample, SeenSignature, SiteProfile
 
     for model in content_registry.models():
         connect_model(model)
@@ -466,5 +472,7 @@ def connect() -> None:
     for model in (SiteProfile, ContentSignalOverride):
         post_save.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
         post_delete.connect(settings_saved, sender=model, dispatch_uid="agent_handshake:settings")
+    post_save.connect(routing_example_changed, sender=RoutingExample, dispatch_uid="agent_handshake:routing")
+    post_delete.connect(routing_example_changed, sender=RoutingExample, dispatch_uid="agent_handshake:routing")
     for model in (IdempotencyRecord, SeenSignature):
         post_save.connect(record_written, sender=model, dispatch_uid="agent_handshake:purge")

@@ -27,6 +27,7 @@ from agent_handshake.models import (
     Interaction,
     Job,
     ProposedField,
+    RoutingExample,
     SchemaTemplate,
     SiteProfile,
     TrustedActorKey,
@@ -113,6 +114,7 @@ ROWS: dict[type, Callable[[str], Any]] = {
         endpoint="https://shop.example/intent",
         job=Job.objects.create(capability="compile_report"),
     ),
+    RoutingExample: lambda name: RoutingExample.objects.create(capability="check_inventory", text=f"any {name} left?"),
     SchemaTemplate: lambda name: SchemaTemplate.objects.create(scenario=f"scenario_{name}".replace("-", "_")),
     ProposedField: lambda name: ProposedField.objects.create(
         capability="book_appointment",

@@ -97,23 +97,29 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from django.contrib.contenttypes.models import ContentType
 from django.core.cache import caches
 from django.db import transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from .. import state
 from ..conf import app_settings
 from ..insights import recording
+from ..models import Document, RoutingExample
 from ..registry import Capability, capability_registry, content_registry
 from ..retrieval.embeddings import EmbeddingBackend, EmbeddingUnavailable, get_embedding_backend
 from ..retrieval.hybrid import Filters, HybridRetriever
@@ -177,7 +183,57 @@ class Route:
 
 
 def texts_of(capability: Capability) -> list[str]:
-    return [capability.intent_text, capability.description, *capability.examples]
+    """The texts a capability is routed by: its intent, its description, the examples it declares and the site's
+    own routing examples for it (:func:`site_examples`)."""
+    return [
+        capability.intent_text,
+        capability.description,
+        *capability.examples,
+        *site_examples().get(capability.name, ()),
+    ]
+
+
+#: At most this many of a capability's routing examples are used, the newest: each is a vector to compute once per
+#: deployment, and a capability's fit is its nearest texts', which a few dozen good examples settle.
+SITE_EXAMPLES_PER_CAPABILITY = 200
+_site_examples: tuple[float, dict[str, tuple[str, ...]]] | None = None
+_site_examples_lock = threading.Lock()
+
+
+def site_examples() -> dict[str, tuple[str, ...]]:
+    """The site's routing examples (:class:`~agent_handshake.models.RoutingExample`) by capability name, oldest
+    first, at most :data:`SITE_EXAMPLES_PER_CAPABILITY` each. A process reads them again after ``STATE_TTL``
+    seconds, as it does the content's state, and at once after a save or delete it made (:func:`forget_site_examples`,
+    on commit); a name no capability has is read and never used."""
+    global _site_examples
+    current = _site_examples
+    if current is not None and time.monotonic() - current[0] < app_settings.STATE_TTL:
+        return current[1]
+    with _site_examples_lock:
+        current = _site_examples
+        if current is not None and time.monotonic() - current[0] < app_settings.STATE_TTL:
+            return current[1]
+        read_at = time.monotonic()
+        newest = (
+            RoutingExample.objects.annotate(
+                place=Window(RowNumber(), partition_by=[F("capability")], order_by=F("pk").desc())
+            )
+            .filter(place__lte=SITE_EXAMPLES_PER_CAPABILITY)
+            .order_by("capability", "pk")
+            .values_list("capability", "text")
+        )
+        found: dict[str, list[str]] = {}
+        for name, text in newest:
+            found.setdefault(name, []).append(text)
+        examples = {name: tuple(texts) for name, texts in found.items()}
+        _site_examples = (read_at, examples)
+        return examples
+
+
+def forget_site_examples() -> None:
+    """Read the routing examples again on the next request (after one was saved or deleted)."""
+    global _site_examples
+    _site_examples = None
 
 
 #: Words of a site's name that tell nothing about which site it is (words under 3 letters never count either).
@@ -272,9 +328,110 @@ def without_site_name(text: str, pattern: re.Pattern[str] | None) -> str:
     return "".join(kept)
 
 
-def routed_texts(capability: Capability, pattern: re.Pattern[str] | None) -> list[str]:
-    """The texts a capability is routed by: :func:`texts_of`, without the site's name (``pattern``)."""
-    return [without_site_name(text, pattern) for text in texts_of(capability)]
+#: A word of a title or a request, as :func:`object_names` compares them (lowercased, without accents).
+NAME_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+#: The titles of at most this many documents (the most recently changed) name the objects of actions: enough for
+#: every product of a shop, and a bounded set for a catalogue of millions.
+OBJECT_TITLES = 20000
+#: What an object's name is replaced by in a request and in the texts it is compared with.
+OBJECT_PLACEHOLDER = "it"
+_object_names: tuple[str, frozenset[tuple[str, str]]] | None = None
+
+
+def name_words(text: str) -> list[str]:
+    return [unaccented(word.lower()) for word in NAME_WORD.findall(text)]
+
+
+def pairs(words: Sequence[str]) -> set[tuple[str, str]]:
+    return set(itertools.pairwise(words))
+
+
+def object_names() -> frozenset[tuple[str, str]]:
+    """The names of the objects the site's actions act on, as pairs of words in a row: from the titles of the
+    documents of every capability's ``applies_to`` models (a shop's products, "Dew of Yame Gyokuro": "dew of", "of
+    yame", "yame gyokuro"), less the pairs that a capability's own intent or description says ("tea tasting" of "Book
+    a tea tasting ..."), and less pairs with a number. Read once per state of the content (:func:`state.snapshot`'s
+    token, which changes with any document or capability) and kept in the process.
+
+    The object of a request is no evidence for which action is asked: the site's routing examples name products
+    ("Quote for 12 Kyoto Hojicha tins"), and before the names were left out a stock question about the same product
+    ("How many Kyoto Hojicha tins do you have left?") went to the quote (measured in ``bench/bench_routing.py``)."""
+    global _object_names
+    token = state.snapshot().token
+    current = _object_names
+    if current is not None and current[0] == token:
+        return current[1]
+    labels = {label.lower() for capability in capability_registry for label in capability.applies_to}
+    models = [config.model for config in content_registry if config.label.lower() in labels]
+    titles: list[str] = []
+    if models:
+        types = ContentType.objects.get_for_models(*models).values()
+        titles = list(
+            Document.objects.filter(content_type__in=types)
+            .order_by("-updated_at")
+            .values_list("title", flat=True)[:OBJECT_TITLES]
+        )
+    declared: set[tuple[str, str]] = set()
+    for capability in capability_registry:
+        declared |= pairs(name_words(f"{capability.intent_text}. {capability.description}"))
+    found = frozenset(
+        pair
+        for title in titles
+        for pair in pairs(name_words(title))
+        if pair not in declared and not any(char.isdigit() for word in pair for char in word)
+    )
+    _object_names = (token, found)
+    return found
+
+
+def without_object_names(text: str, names: frozenset[tuple[str, str]]) -> str:
+    """``text`` with each run of words that holds a pair of :func:`object_names` replaced by
+    :data:`OBJECT_PLACEHOLDER` ("How many Kyoto Hojicha tins are left?": "How many it tins are left?")."""
+    if not names or not text:
+        return text
+    words = [(match.start(), match.end(), unaccented(match.group().lower())) for match in NAME_WORD.finditer(text)]
+    named = [False] * len(words)
+    for index in range(len(words) - 1):
+        if (words[index][2], words[index + 1][2]) in names:
+            named[index] = named[index + 1] = True
+    if not any(named):
+        return text
+    kept: list[str] = []
+    last = index = 0
+    while index < len(words):
+        if not named[index]:
+            index += 1
+            continue
+        end = index
+        while end + 1 < len(words) and named[end + 1]:
+            end += 1
+        kept += [text[last : words[index][0]], OBJECT_PLACEHOLDER]
+        last = words[end][1]
+        index = end + 1
+    kept.append(text[last:])
+    return "".join(kept)
+
+
+def unnamed(text: str, pattern: re.Pattern[str] | None, objects: frozenset[tuple[str, str]] = frozenset()) -> str:
+    """``text`` as it is routed: without the site's name (:func:`without_site_name`) nor its objects' names
+    (:func:`without_object_names`)."""
+    return without_object_names(without_site_name(text, pattern), objects)
+
+
+def routed_texts(
+    capability: Capability, pattern: re.Pattern[str] | None, objects: frozenset[tuple[str, str]] = frozenset()
+) -> list[str]:
+    """The texts a capability is routed by: :func:`texts_of`, without the site's name (``pattern``) nor the names
+    of the objects of actions (``objects``)."""
+    return list(_routed(tuple(texts_of(capability)), pattern, objects))
+
+
+@functools.lru_cache(maxsize=256)
+def _routed(
+    texts: tuple[str, ...], pattern: re.Pattern[str] | None, objects: frozenset[tuple[str, str]]
+) -> tuple[str, ...]:
+    # Per request, every capability's texts (hundreds, with a site's routing examples) would be rewritten again.
+    return tuple(unnamed(text, pattern, objects) for text in texts)
 
 
 def cache_key(backend: EmbeddingBackend, texts: Sequence[str]) -> str:
@@ -294,7 +451,8 @@ def keyed_described(
     backend = backend or get_embedding_backend()
     cache = caches[app_settings.CACHE_ALIAS]
     pattern = name_pattern(capabilities)
-    described_texts = [routed_texts(capability, pattern) for capability in capabilities]
+    objects = object_names()
+    described_texts = [routed_texts(capability, pattern, objects) for capability in capabilities]
     keys = [cache_key(backend, texts) for texts in described_texts]
     found = cache.get_many(keys)
     missing = [(key, texts) for key, texts in zip(keys, described_texts, strict=True) if key not in found]
@@ -486,9 +644,10 @@ def rank(text: str, capabilities: Sequence[Capability], *, vector: np.ndarray | 
     keyed = keyed_described(capabilities, backend)
     matrices = [matrix for _, matrix in keyed]
     pattern = name_pattern(capabilities)
-    unnamed = without_site_name(text, pattern)
+    objects = object_names()
+    routed = unnamed(text, pattern, objects)
     if vector is None:
-        vector = embed_query(unnamed)
+        vector = embed_query(routed)
     topical = [nearest_mean(matrix @ vector) for matrix in matrices]
     direction = topic(backend)
     if direction is None:
@@ -498,8 +657,8 @@ def rank(text: str, capabilities: Sequence[Capability], *, vector: np.ndarray | 
         scores = [nearest_mean(off_topic_described(key, matrix, direction) @ request) for key, matrix in keyed]
     weight = app_settings.ROUTING_CUE_WEIGHT
     if weight and text:
-        asked = words(unnamed)
-        for index, own in enumerate(cues(tuple(tuple(routed_texts(c, pattern)) for c in capabilities))):
+        asked = words(routed)
+        for index, own in enumerate(cues(tuple(tuple(routed_texts(c, pattern, objects)) for c in capabilities))):
             if asked & own:
                 scores[index] += weight
                 topical[index] += weight
@@ -555,11 +714,11 @@ def route(
     if vector is None and capabilities:
         # The content's fit takes the request as it is (the about page names the site); the capabilities' fit
         # takes it without the site's name: both in one call to the model when the name is in it.
-        unnamed = without_site_name(text, name_pattern(capabilities))
-        if unnamed == text:
+        routed = unnamed(text, name_pattern(capabilities), object_names())
+        if routed == text:
             vector = ranking_vector = embed_query(text)
         else:
-            vector, ranking_vector = embed_queries([text, unnamed])
+            vector, ranking_vector = embed_queries([text, routed])
     ranked = rank(text, capabilities, vector=ranking_vector)
     if not ranked:
         return Route(None, [])

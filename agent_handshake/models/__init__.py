@@ -41,6 +41,7 @@ from .insights import (
 )
 from .jobs import CancelRequest, DeskRequest, IdempotencyRecord, Job
 from .retention import Forgettable
+from .routing import RoutingExample
 from .schema_templates import ProposedField, SchemaKeyText, SchemaTemplate, UnmappedFragment
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "PendingHandshake",
     "Posting",
     "ProposedField",
+    "RoutingExample",
     "SchemaKeyText",
     "SchemaTemplate",
     "SeenSignature",

@@ -1,0 +1,249 @@
+"""The site's routing examples (the admin's "Routing examples"): requests an operator adds to teach the router which
+capability is meant, on the demo content, with the real embedding model, PostgreSQL and HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.test import override_settings
+from django.urls import reverse
+
+from agent_handshake.concierge import routing
+from agent_handshake.models import RoutingExample
+
+pytestmark = pytest.mark.django_db
+
+#: Its capabilities' own texts send this stock question to the content (the product's page answers it); measured
+#: in each test that relies on it, so the test fails if that changes rather than passing for the wrong reason.
+STOCK_QUESTION = "r u out of the dew of yame gyokuro"
+
+
+@pytest.fixture(autouse=True)
+def forget_examples():
+    # The tests' transactions are rolled back without running on_commit: nothing read in one test may outlive it.
+    routing.forget_site_examples()
+    yield
+    routing.forget_site_examples()
+
+
+def ask(client, query):
+    response = client.post(
+        "/agent/converse", data=json.dumps({"ahp": "0.1", "query": query}), content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def used(client, query) -> str:
+    body = ask(client, query)
+    assert "meta" in body, body
+    return body["meta"]["capability_used"]
+
+
+def test_an_example_teaches_the_router_and_deleting_it_unteaches(
+    client, demo_content, django_capture_on_commit_callbacks
+):
+    assert used(client, STOCK_QUESTION) == "content_search"
+    with django_capture_on_commit_callbacks(execute=True):
+        example = RoutingExample.objects.create(capability="check_inventory", text=STOCK_QUESTION)
+    body = ask(client, STOCK_QUESTION)
+    assert body.get("meta", {}).get("capability_used") == "check_inventory", body
+    assert "Dew of Yame" in body["response"]["answer"], body  # the stock check ran on the product the request names
+    with django_capture_on_commit_callbacks(execute=True):
+        example.delete()
+    assert used(client, STOCK_QUESTION) == "content_search"
+
+
+def test_an_example_fits_requests_like_it_not_only_itself(demo_content, django_capture_on_commit_callbacks):
+    capabilities = [c for c in routing.capability_registry.available() if c.handler]
+    inventory = next(c for c in capabilities if c.name == "check_inventory")
+
+    def fit(text: str) -> float:
+        return next(item.score for item in routing.rank(text, capabilities) if item.capability is inventory)
+
+    asked = "any left on the shelf, or all gone?"
+    before = fit(asked)
+    with django_capture_on_commit_callbacks(execute=True):
+        RoutingExample.objects.create(
+            capability="check_inventory", text="got some left on your shelves or is it all gone"
+        )
+    assert fit(asked) > before + 0.05
+
+
+@override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "STATE_TTL": 3600})
+def test_another_processs_example_is_read_after_state_ttl(client, demo_content):
+    assert used(client, STOCK_QUESTION) == "content_search"
+    # Written without this process's signals, as another process's save (or a SQL shell) would be.
+    RoutingExample.objects.bulk_create([RoutingExample(capability="check_inventory", text=STOCK_QUESTION)])
+    assert used(client, STOCK_QUESTION) == "content_search"  # within STATE_TTL: the examples read before
+    with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "STATE_TTL": 0}):
+        assert used(client, STOCK_QUESTION) == "check_inventory"
+
+
+def test_each_capability_routes_by_its_newest_examples_up_to_the_limit(demo_content):
+    limit = routing.SITE_EXAMPLES_PER_CAPABILITY
+    RoutingExample.objects.bulk_create(
+        [RoutingExample(capability="check_inventory", text=f"is teapot number {n} in stock") for n in range(limit + 1)]
+        + [RoutingExample(capability="order_status", text="where is my parcel")]
+    )
+    examples = routing.site_examples()
+    assert examples["order_status"] == ("where is my parcel",)
+    kept = examples["check_inventory"]
+    assert len(kept) == limit
+    assert kept[0] == "is teapot number 1 in stock"  # the oldest one is left out, the rest in the order added
+    assert kept[-1] == f"is teapot number {limit} in stock"
+    inventory = routing.capability_registry.get("check_inventory")
+    assert routing.texts_of(inventory)[-limit:] == list(kept)
+
+
+def test_an_example_of_a_capability_that_is_gone_is_kept_and_not_used(client, demo_content):
+    RoutingExample.objects.create(capability="retired_capability", text=STOCK_QUESTION)
+    assert used(client, STOCK_QUESTION) == "content_search"
+    assert RoutingExample.objects.filter(capability="retired_capability").exists()
+
+
+def test_the_sites_examples_are_not_published(client, demo_content):
+    """They may be copied from agents' requests: the documents list what the capabilities declare, nothing more."""
+    marker = "zhuni teapot stock question from the routing examples"
+    RoutingExample.objects.create(capability="check_inventory", text=marker)
+    routing.forget_site_examples()
+    for url in ("/.well-known/agent.json", "/intentmanifest.yaml", "/openapi.json", "/llms.txt"):
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert marker not in response.content.decode(), url
+    tools = client.post(
+        "/mcp",
+        data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        content_type="application/json",
+        HTTP_ACCEPT="application/json, text/event-stream",
+        HTTP_MCP_PROTOCOL_VERSION="2025-06-18",
+    )
+    assert marker not in tools.content.decode()
+
+
+def test_loading_the_demo_examples_again_adds_none(demo_content):
+    call_command("loaddata", "demo_routing_examples", verbosity=0)
+    count = RoutingExample.objects.count()
+    assert count >= 300
+    call_command("loaddata", "demo_routing_examples", verbosity=0)  # natural keys: the same rows, updated
+    assert RoutingExample.objects.count() == count
+    assert set(RoutingExample.objects.values_list("capability", flat=True)) == {
+        "content_search",
+        "site_info",
+        "contact",
+        "check_inventory",
+        "order_status",
+        "custom_quote",
+        "book_appointment",
+        "escalate_to_human",
+    }
+
+
+def test_the_admin_offers_the_registered_capabilities_and_keeps_the_request_as_written(admin_client, demo_content):
+    add = reverse("admin:agent_handshake_routingexample_add")
+    page = admin_client.get(add)
+    assert page.status_code == 200
+    choices = [value for value, _ in page.context["adminform"].form.fields["capability"].choices]
+    assert {"check_inventory", "site_info", "escalate_to_human"} <= set(choices)
+    refused = admin_client.post(add, {"capability": "no_such_capability", "text": "hello there"})
+    assert refused.status_code == 200
+    assert "capability" in refused.context["adminform"].form.errors
+    blank = admin_client.post(add, {"capability": "check_inventory", "text": "   "})
+    assert "text" in blank.context["adminform"].form.errors
+    saved = admin_client.post(add, {"capability": "check_inventory", "text": "  any zhuni pots left?\n", "note": ""})
+    assert saved.status_code == 302
+    assert RoutingExample.objects.get().text == "any zhuni pots left?"
+    duplicate = admin_client.post(add, {"capability": "check_inventory", "text": "any zhuni pots left?"})
+    assert duplicate.status_code == 200  # the unique constraint, as a form error, not a 500
+    assert RoutingExample.objects.count() == 1
+
+
+def test_the_admin_shows_an_example_whose_capability_is_gone(admin_client, demo_content):
+    example = RoutingExample.objects.create(capability="retired_capability", text="an old request")
+    listed = admin_client.get(reverse("admin:agent_handshake_routingexample_changelist"))
+    assert listed.status_code == 200
+    assert "an old request" in listed.content.decode()
+    change = admin_client.get(reverse("admin:agent_handshake_routingexample_change", args=[example.pk]))
+    choices = dict(change.context["adminform"].form.fields["capability"].choices)
+    assert choices["retired_capability"] == "retired_capability (no longer registered)"
+    moved = admin_client.post(
+        reverse("admin:agent_handshake_routingexample_change", args=[example.pk]),
+        {"capability": "check_inventory", "text": "an old request", "note": "moved"},
+    )
+    assert moved.status_code == 302
+    example.refresh_from_db()
+    assert example.capability == "check_inventory"
+
+
+# --- The names of the objects actions act on -------------------------------------------------------------------
+
+
+def test_the_products_names_are_the_objects_of_actions(demo_content):
+    names = routing.object_names()
+    assert ("yame", "gyokuro") in names  # "Dew of Yame Gyokuro", a product: check_inventory applies to products
+    assert ("kyoto", "hojicha") in names
+    assert not any(word.isdigit() for pair in names for word in pair)  # "2019 Menghai ...", "120 ml": no numbers
+    assert routing.without_object_names("How many Kyoto Hojicha tins do you have left?", names) == (
+        "How many it tins do you have left?"
+    )
+    # A run of named words is one object; accents and case do not matter; other words stay as written.
+    assert routing.without_object_names("Is DEW OF YAME GYOKURO in stock, and the Uji Cérémonial kit?", names) == (
+        "Is it in stock, and the it kit?"
+    )
+    assert routing.without_object_names("How hot should the water be for gyokuro?", names) == (
+        "How hot should the water be for gyokuro?"  # one word of a name is not the name
+    )
+
+
+def test_a_pair_a_capability_declares_is_not_an_objects_name(demo_content):
+    from django.contrib.contenttypes.models import ContentType
+
+    from agent_handshake import state
+    from agent_handshake.models import Document
+    from demo_site.shop.models import Product
+
+    # A product whose name holds the words the booking's description says ("Book a tea tasting ..."): leaving
+    # them out of "book a tea tasting" would hide what is asked.
+    Document.objects.create(
+        content_type=ContentType.objects.get_for_model(Product),
+        object_id="tasting-kit",
+        url="/shop/tasting-kit/",
+        path="/shop/tasting-kit/",
+        title="Home Tea Tasting Kit",
+        content_hash="x",
+    )
+    state.invalidate()  # as another process sees it after STATE_TTL
+    names = routing.object_names()
+    assert ("home", "tea") in names
+    assert ("tea", "tasting") not in names
+    assert routing.without_object_names("I'd like to book a tea tasting on Friday", names) == (
+        "I'd like to book a tea tasting on Friday"
+    )
+
+
+def test_a_product_named_by_one_capabilitys_examples_draws_no_request_about_it(
+    demo_content, django_capture_on_commit_callbacks
+):
+    """Examples that name a product are about the action, not the product: a stock question about the product a
+    few quote examples name still goes to the stock check."""
+    stock = "Do you have any Kyoto Hojicha left in stock?"
+    with django_capture_on_commit_callbacks(execute=True):
+        RoutingExample.objects.bulk_create(
+            [
+                RoutingExample(capability="custom_quote", text=text)
+                for text in (
+                    "Quote for 12 Kyoto Hojicha, please.",
+                    "What would 30 Kyoto Hojicha cost with shipping?",
+                    "Price 8 Kyoto Hojicha for me",
+                )
+            ]
+        )
+        routing.forget_site_examples()
+    from agent_handshake.ahp.converse import converse_capabilities, route
+    from agent_handshake.ahp.request import ConverseRequest
+
+    chosen = route(ConverseRequest(capability=None, query=stock), converse_capabilities()).chosen
+    assert chosen is not None and chosen.name == "check_inventory", chosen
