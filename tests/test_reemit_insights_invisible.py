@@ -56,3 +56,22 @@ def test_an_agents_name_and_question_show_operators_no_hidden_characters(client,
     assert [line["agent"] for line in csv.DictReader(io.StringIO(export))] == [row.agent]
     assert hidden_in(export) == []
     assert (row.agent, row.question) == ("moc.elgoog TeaFinder @ 203.0.113.0/24", "How should I brew [31mhojicha?")
+
+
+def test_an_agents_name_and_question_keep_the_joiners_and_superscripts_they_are_written_with(
+    client, db, demo_content, settings
+):
+    """A ZWNJ inside a Persian word and a ZWJ inside an emoji are part of what shows, and "10⁶" is not "106": the
+    operator reads them as sent."""
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "INSIGHTS_RECORD_QUESTIONS": True}
+    name = "چای\u200cیاب \U0001f469\u200d\U0001f4bb"
+    question = "Is 10⁶ ppm of CO₂ what می\u200cخواهم means?"
+    assert converse(client, question, context={"requesting_agent": name}).status_code == 200
+    recording.flush()
+    row = AgentRequest.objects.get()
+    assert (row.agent, row.question) == (f"{name} @ 203.0.113.0/24", question)
+    client.force_login(staff("owner", insights=True))
+    overview = client.get(reverse("admin:agent_handshake_agentrequest_changelist"))
+    assert f"{name} @ 203.0.113.0/24</a>" in overview.content.decode()
+    page = client.get(reverse("admin:agent_handshake_insights_agent") + "?" + urlencode({"agent": row.agent}))
+    assert question in page.content.decode()

@@ -1,12 +1,16 @@
 """What is taken out of a question before it is stored: email addresses, secrets, phone numbers and long digit runs.
 
-The text is normalised first, and the normalised text is what is stored: Unicode NFKC (full-width digits become
-``0-9``, a non-breaking space a space), every control and format character that is not white space removed
-(invisible characters that could split a number: soft hyphen, zero-width space, word joiner, byte-order mark; and
-those that change what an operator is shown: bidi overrides and isolates that reorder a line, so that "moc.elgoog"
-after U+202E reads "google.com", zero-width joiners and tag characters that make two names look alike or hide
-words, a terminal's escape codes), every Unicode hyphen, dash or minus sign (U+2010 to U+2015, U+2212...)
-turned into ``-``, and any run of whitespace into one space.
+The text is normalised first, and the normalised text is what is stored: Unicode NFC, full-width, half-width and
+small forms folded (full-width digits U+FF10 to U+FF19 become ``0-9``, U+FF20 ``@``, a half-width katakana its
+full-width one: the same characters, so that a number or address typed on a CJK keyboard is seen; no other
+compatibility form is folded, as NFKC did: "10⁶" is not "106", nor "H₂O" "H2O"), every control and format
+character that is not white space removed (invisible characters that could split a number: soft hyphen,
+zero-width space, word joiner, byte-order mark; and those that change what an operator is shown: bidi overrides
+and isolates that reorder a line, so that "moc.elgoog" after U+202E reads "google.com", zero-width joiners and tag
+characters that make two names look alike or hide words, a terminal's escape codes; but not the joiners a Persian
+or Indic word or an emoji sequence is written with, see ``agent_handshake/text.py``), every Unicode hyphen, dash or
+minus sign (U+2010 to U+2015, U+2212...) turned into ``-``, and any run of whitespace (a non-breaking space too)
+into one space.
 
 - ``[email]``: anything shaped like ``name@domain.tld``.
 - ``[phone]``: a number written in groups with 7 to 15 digits in all, such as ``+33 6 12 34 56 78``,
@@ -35,7 +39,14 @@ import unicodedata
 
 from ..text import without_invisible
 
-#: Unicode hyphens, dashes and minus signs (after NFKC): turned into "-".
+#: Full-width, half-width and small forms (U+3000, U+FE50 to U+FE6B, U+FF01 to U+FFEE), as the characters they
+#: are in another size (U+FF10 is "0", U+FF20 "@"). Folding them changes no meaning, unlike NFKC's other folds.
+WIDTH_FORMS = {
+    code: unicodedata.normalize("NFKC", chr(code))
+    for code in (0x3000, *range(0xFE50, 0xFE70), *range(0xFF00, 0xFFF0))
+    if unicodedata.decomposition(chr(code)).startswith(("<wide>", "<narrow>", "<small>"))
+}
+#: Unicode hyphens, dashes and minus signs (after folding widths): turned into "-".
 DASHES = re.compile("[\u2010-\u2015\u2043\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d]")
 WHITESPACE = re.compile(r"\s+")
 
@@ -92,9 +103,10 @@ def _grouped(match: re.Match[str]) -> str:
 
 
 def normalise(text: str) -> str:
-    """``text`` in NFKC, without invisible characters, with ``-`` for every dash and one space for any run of
-    whitespace."""
-    text = unicodedata.normalize("NFKC", text)
+    """``text`` in NFC with its widths folded, without invisible characters, with ``-`` for every dash and one space
+    for any run of whitespace."""
+    # NFC after folding: a half-width voiced mark composes with its kana ("ｶﾞ" is "ガ").
+    text = unicodedata.normalize("NFC", text.translate(WIDTH_FORMS))
     # Invisible characters could split a number so that it is not seen, or change what is shown of the text.
     text = without_invisible(text)
     text = DASHES.sub("-", text)
