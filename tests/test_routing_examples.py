@@ -246,4 +246,5 @@ def test_a_product_named_by_one_capabilitys_examples_draws_no_request_about_it(
     from agent_handshake.ahp.request import ConverseRequest
 
     chosen = route(ConverseRequest(capability=None, query=stock), converse_capabilities()).chosen
-    assert chosen is not None and chosen.name == "check_inventory", chosen
+    assert chosen is not None
+    assert chosen.name == "check_inventory", chosen
