@@ -19,11 +19,15 @@ SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 @pytest.fixture(autouse=True)
 def _fresh_state():
     """Each test starts with no remembered content state and empty caches (the database is rolled back)."""
+    from agent_handshake.concierge.routing import forget_site_examples
+
     state.invalidate()
+    forget_site_examples()
     for cache in caches.all():
         cache.clear()
     yield
     state.invalidate()
+    forget_site_examples()  # examples a test read may be rolled back with it
 
 
 @pytest.fixture

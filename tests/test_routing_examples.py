@@ -100,9 +100,45 @@ def test_each_capability_routes_by_its_newest_examples_up_to_the_limit(demo_cont
 
 
 def test_an_example_of_a_capability_that_is_gone_is_kept_and_not_used(client, demo_content):
+    capabilities = list(routing.capability_registry)
+    before = [routing.texts_of(capability) for capability in capabilities]
     RoutingExample.objects.create(capability="retired_capability", text=STOCK_QUESTION)
+    routing.forget_site_examples()
+    assert routing.site_examples() == {"retired_capability": (STOCK_QUESTION,)}
+    assert [routing.texts_of(capability) for capability in capabilities] == before
     assert used(client, STOCK_QUESTION) == "content_search"
     assert RoutingExample.objects.filter(capability="retired_capability").exists()
+
+
+def test_examples_change_neither_the_sites_name_rule_nor_the_cue_words(demo_content):
+    """Examples are requests: they name the site as requests do ("what is lantern and kettle") and share words
+    across capabilities; read as capability texts they made the name a word the capabilities use (so it counted
+    for them again) and took cue words away from the others."""
+    from agent_handshake import state
+    from agent_handshake.models import SiteProfile
+
+    SiteProfile.objects.update_or_create(pk=1, defaults={"name": "Lantern & Kettle"})
+    state.invalidate()
+    capabilities = [c for c in routing.capability_registry.available() if c.handler]
+    pattern = routing.name_pattern(capabilities)
+    assert pattern is not None
+    declared = tuple(tuple(routing.declared_texts(c)) for c in capabilities)
+    cues = routing.cues(declared)
+    call_command("loaddata", "demo_routing_examples", verbosity=0)
+    routing.forget_site_examples()
+    assert any("lantern and kettle" in text.lower() for texts in routing.site_examples().values() for text in texts)
+    assert routing.name_pattern(capabilities) == pattern
+    assert routing.without_site_name("Who runs Lantern and Kettle?", routing.name_pattern(capabilities)) == (
+        "Who runs you?"
+    )
+    assert routing.cues(tuple(tuple(routing.declared_texts(c)) for c in capabilities)) == cues
+    ranked = {item.capability.name for item in routing.rank("Can I book a tasting for Saturday?", capabilities)}
+    assert "book_appointment" in ranked
+
+
+def test_an_example_is_stored_without_the_spaces_around_it_however_it_is_added(demo_content):
+    RoutingExample.objects.create(capability="check_inventory", text="  any kettles left?\n")
+    assert RoutingExample.objects.get().text == "any kettles left?"
 
 
 def test_the_sites_examples_are_not_published(client, demo_content):
@@ -121,6 +157,7 @@ def test_the_sites_examples_are_not_published(client, demo_content):
         HTTP_ACCEPT="application/json, text/event-stream",
         HTTP_MCP_PROTOCOL_VERSION="2025-06-18",
     )
+    assert tools.status_code == 200, tools.content
     assert marker not in tools.content.decode()
 
 
@@ -183,15 +220,16 @@ def test_the_admin_shows_an_example_whose_capability_is_gone(admin_client, demo_
 
 def test_the_products_names_are_the_objects_of_actions(demo_content):
     names = routing.object_names()
-    assert ("yame", "gyokuro") in names  # "Dew of Yame Gyokuro", a product: check_inventory applies to products
-    assert ("kyoto", "hojicha") in names
-    assert not any(word.isdigit() for pair in names for word in pair)  # "2019 Menghai ...", "120 ml": no numbers
+    assert ("yame", "gyokuro") in names.pairs  # "Dew of Yame Gyokuro", a product: check_inventory acts on products
+    assert ("kyoto", "hojicha") in names.pairs
+    assert ("dew", "of") not in names.pairs  # a stop word
+    assert not any(word.isdigit() for pair in names.pairs for word in pair)  # "2019 Menghai ...", "120 ml": no numbers
     assert routing.without_object_names("How many Kyoto Hojicha tins do you have left?", names) == (
         "How many it tins do you have left?"
     )
     # A run of named words is one object; accents and case do not matter; other words stay as written.
     assert routing.without_object_names("Is DEW OF YAME GYOKURO in stock, and the Uji Cérémonial kit?", names) == (
-        "Is it in stock, and the it kit?"
+        "Is DEW OF it in stock, and the it kit?"
     )
     assert routing.without_object_names("How hot should the water be for gyokuro?", names) == (
         "How hot should the water be for gyokuro?"  # one word of a name is not the name
@@ -215,10 +253,21 @@ def test_a_pair_a_capability_declares_is_not_an_objects_name(demo_content):
         title="Home Tea Tasting Kit",
         content_hash="x",
     )
+    # A title made of words every request uses: pairs with a stop word name nothing.
+    Document.objects.create(
+        content_type=ContentType.objects.get_for_model(Product),
+        object_id="mind",
+        url="/shop/mind/",
+        path="/shop/mind/",
+        title="Where Is My Mind",
+        content_hash="x",
+    )
     state.invalidate()  # as another process sees it after STATE_TTL
     names = routing.object_names()
-    assert ("home", "tea") in names
-    assert ("tea", "tasting") not in names
+    assert ("home", "tea") in names.pairs
+    assert ("tea", "tasting") not in names.pairs
+    assert ("my", "mind") not in names.pairs
+    assert routing.without_object_names("where is my order LK-10001", names) == "where is my order LK-10001"
     assert routing.without_object_names("I'd like to book a tea tasting on Friday", names) == (
         "I'd like to book a tea tasting on Friday"
     )

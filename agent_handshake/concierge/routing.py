@@ -111,7 +111,7 @@ from typing import Any
 import numpy as np
 from django.contrib.contenttypes.models import ContentType
 from django.core.cache import caches
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -126,7 +126,7 @@ from ..retrieval.hybrid import Filters, HybridRetriever
 from ..retrieval.index import EmbeddingModelChanged, current_index, passages_mean
 from . import errors
 from .conversation import Owner, SessionError, load_session, new_session
-from .extractive import unaccented
+from .extractive import STOPWORDS, unaccented
 
 logger = logging.getLogger(__name__)
 ORDINALS = {
@@ -182,15 +182,17 @@ class Route:
         return [item.capability for item in self.ranked]
 
 
+def declared_texts(capability: Capability) -> list[str]:
+    """What a capability says of itself: its intent, its description and the examples it declares."""
+    return [capability.intent_text, capability.description, *capability.examples]
+
+
 def texts_of(capability: Capability) -> list[str]:
-    """The texts a capability is routed by: its intent, its description, the examples it declares and the site's
-    own routing examples for it (:func:`site_examples`)."""
-    return [
-        capability.intent_text,
-        capability.description,
-        *capability.examples,
-        *site_examples().get(capability.name, ()),
-    ]
+    """The texts a capability is routed by: :func:`declared_texts` and the site's own routing examples for it
+    (:func:`site_examples`). The examples are requests, and count only as such: the site's name and the cue words are
+    read from what the capabilities declare (an example naming the site, "what is lantern and kettle", would make its
+    name a word the capabilities use; one filed under another capability would take a cue word away)."""
+    return [*declared_texts(capability), *site_examples().get(capability.name, ())]
 
 
 #: At most this many of a capability's routing examples are used, the newest: each is a vector to compute once per
@@ -198,6 +200,9 @@ def texts_of(capability: Capability) -> list[str]:
 SITE_EXAMPLES_PER_CAPABILITY = 200
 _site_examples: tuple[float, dict[str, tuple[str, ...]]] | None = None
 _site_examples_lock = threading.Lock()
+#: Counts :func:`forget_site_examples` calls: examples read while one was made (a save committing meanwhile) are used
+#: for that request only, not kept for ``STATE_TTL``.
+_site_examples_generation = 0
 
 
 def site_examples() -> dict[str, tuple[str, ...]]:
@@ -213,7 +218,7 @@ def site_examples() -> dict[str, tuple[str, ...]]:
         current = _site_examples
         if current is not None and time.monotonic() - current[0] < app_settings.STATE_TTL:
             return current[1]
-        read_at = time.monotonic()
+        read_at, generation = time.monotonic(), _site_examples_generation
         newest = (
             RoutingExample.objects.annotate(
                 place=Window(RowNumber(), partition_by=[F("capability")], order_by=F("pk").desc())
@@ -223,16 +228,25 @@ def site_examples() -> dict[str, tuple[str, ...]]:
             .values_list("capability", "text")
         )
         found: dict[str, list[str]] = {}
-        for name, text in newest:
-            found.setdefault(name, []).append(text)
+        try:
+            with transaction.atomic():  # a savepoint: a failed read leaves the request's own transaction usable
+                for name, text in newest:
+                    found.setdefault(name, []).append(text)
+        except DatabaseError:
+            # The table missing (code deployed before `migrate`) or the database refusing: route by what the
+            # capabilities declare, and look again after STATE_TTL rather than on every request.
+            logger.exception("The routing examples could not be read; routing without them")
+            found = {}
         examples = {name: tuple(texts) for name, texts in found.items()}
-        _site_examples = (read_at, examples)
+        if generation == _site_examples_generation:
+            _site_examples = (read_at, examples)
         return examples
 
 
 def forget_site_examples() -> None:
     """Read the routing examples again on the next request (after one was saved or deleted)."""
-    global _site_examples
+    global _site_examples, _site_examples_generation
+    _site_examples_generation += 1
     _site_examples = None
 
 
@@ -301,7 +315,9 @@ def name_pattern(capabilities: Sequence[Capability] = ()) -> re.Pattern[str] | N
     name = site_name()
     if not name.strip():
         return None
-    texts = dict.fromkeys(text for capability in (*capability_registry, *capabilities) for text in texts_of(capability))
+    texts = dict.fromkeys(
+        text for capability in (*capability_registry, *capabilities) for text in declared_texts(capability)
+    )
     return distinctive_name(name, tuple(texts))
 
 
@@ -330,28 +346,54 @@ def without_site_name(text: str, pattern: re.Pattern[str] | None) -> str:
 
 #: A word of a title or a request, as :func:`object_names` compares them (lowercased, without accents).
 NAME_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
-#: The titles of at most this many documents (the most recently changed) name the objects of actions: enough for
-#: every product of a shop, and a bounded set for a catalogue of millions.
+#: The titles of at most this many documents (by primary key: the same ones whatever was edited last) name the
+#: objects of actions, and at most ``OBJECT_PAIRS`` pairs of their words are kept: every product of a shop, and a
+#: bounded set (a few MB) for a catalogue of millions.
 OBJECT_TITLES = 20000
+OBJECT_PAIRS = 100000
 #: What an object's name is replaced by in a request and in the texts it is compared with.
 OBJECT_PLACEHOLDER = "it"
-_object_names: tuple[str, frozenset[tuple[str, str]]] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectNames:
+    """The names of the objects of actions, as pairs of words in a row (:func:`object_names`), with a digest of them:
+    equal and hashed by the digest, so a cache keyed by them compares two strings, not two sets of pairs."""
+
+    pairs: frozenset[tuple[str, str]]
+    digest: str
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectNames) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __bool__(self) -> bool:
+        return bool(self.pairs)
+
+
+NO_OBJECTS = ObjectNames(frozenset(), "")
+_object_names: tuple[str, ObjectNames] | None = None
+_object_names_lock = threading.Lock()
 
 
 def name_words(text: str) -> list[str]:
-    return [unaccented(word.lower()) for word in NAME_WORD.findall(text)]
+    return [unaccented(word.casefold()) for word in NAME_WORD.findall(text)]
 
 
 def pairs(words: Sequence[str]) -> set[tuple[str, str]]:
     return set(itertools.pairwise(words))
 
 
-def object_names() -> frozenset[tuple[str, str]]:
+def object_names() -> ObjectNames:
     """The names of the objects the site's actions act on, as pairs of words in a row: from the titles of the
-    documents of every capability's ``applies_to`` models (a shop's products, "Dew of Yame Gyokuro": "dew of", "of
-    yame", "yame gyokuro"), less the pairs that a capability's own intent or description says ("tea tasting" of "Book
-    a tea tasting ..."), and less pairs with a number. Read once per state of the content (:func:`state.snapshot`'s
-    token, which changes with any document or capability) and kept in the process.
+    documents of every capability's ``applies_to`` models (a shop's products, "Dew of Yame Gyokuro": "yame
+    gyokuro"), less the pairs that a capability's own intent or description says ("tea tasting" of "Book a tea
+    tasting ..."), pairs holding a stop word ("dew of", "where is", "help me": a title such as "Where Is My Mind"
+    names nothing a request says on its way) and pairs with a digit. Read once per state of the content
+    (:func:`state.snapshot`'s token, which changes with any document or capability) and kept in the process; a new
+    state with the same names keeps the same object.
 
     The object of a request is no evidence for which action is asked: the site's routing examples name products
     ("Quote for 12 Kyoto Hojicha tins"), and before the names were left out a stock question about the same product
@@ -361,38 +403,50 @@ def object_names() -> frozenset[tuple[str, str]]:
     current = _object_names
     if current is not None and current[0] == token:
         return current[1]
-    labels = {label.lower() for capability in capability_registry for label in capability.applies_to}
-    models = [config.model for config in content_registry if config.label.lower() in labels]
-    titles: list[str] = []
-    if models:
-        types = ContentType.objects.get_for_models(*models).values()
-        titles = list(
-            Document.objects.filter(content_type__in=types)
-            .order_by("-updated_at")
-            .values_list("title", flat=True)[:OBJECT_TITLES]
+    with _object_names_lock:
+        current = _object_names
+        if current is not None and current[0] == token:
+            return current[1]
+        labels = {label.lower() for capability in capability_registry for label in capability.applies_to}
+        models = [config.model for config in content_registry if config.label.lower() in labels]
+        titles: list[str] = []
+        if models:
+            types = ContentType.objects.get_for_models(*models).values()
+            titles = list(
+                Document.objects.filter(content_type__in=types)
+                .order_by("pk")
+                .values_list("title", flat=True)[:OBJECT_TITLES]
+            )
+        declared: set[tuple[str, str]] = set()
+        for capability in capability_registry:
+            declared |= pairs(name_words(f"{capability.intent_text}. {capability.description}"))
+        found: set[tuple[str, str]] = set()
+        for title in titles:
+            for pair in pairs(name_words(title)):
+                if pair in declared or pair[0] in STOPWORDS or pair[1] in STOPWORDS:
+                    continue
+                if any(char.isdigit() for word in pair for char in word):
+                    continue
+                found.add(pair)
+            if len(found) >= OBJECT_PAIRS:
+                break
+        digest = hashlib.sha256(json.dumps(sorted(found)).encode()).hexdigest() if found else ""
+        names = (
+            current[1] if current is not None and current[1].digest == digest else ObjectNames(frozenset(found), digest)
         )
-    declared: set[tuple[str, str]] = set()
-    for capability in capability_registry:
-        declared |= pairs(name_words(f"{capability.intent_text}. {capability.description}"))
-    found = frozenset(
-        pair
-        for title in titles
-        for pair in pairs(name_words(title))
-        if pair not in declared and not any(char.isdigit() for word in pair for char in word)
-    )
-    _object_names = (token, found)
-    return found
+        _object_names = (token, names)
+        return names
 
 
-def without_object_names(text: str, names: frozenset[tuple[str, str]]) -> str:
+def without_object_names(text: str, names: ObjectNames) -> str:
     """``text`` with each run of words that holds a pair of :func:`object_names` replaced by
     :data:`OBJECT_PLACEHOLDER` ("How many Kyoto Hojicha tins are left?": "How many it tins are left?")."""
     if not names or not text:
         return text
-    words = [(match.start(), match.end(), unaccented(match.group().lower())) for match in NAME_WORD.finditer(text)]
+    words = [(match.start(), match.end(), unaccented(match.group().casefold())) for match in NAME_WORD.finditer(text)]
     named = [False] * len(words)
     for index in range(len(words) - 1):
-        if (words[index][2], words[index + 1][2]) in names:
+        if (words[index][2], words[index + 1][2]) in names.pairs:
             named[index] = named[index + 1] = True
     if not any(named):
         return text
@@ -412,26 +466,24 @@ def without_object_names(text: str, names: frozenset[tuple[str, str]]) -> str:
     return "".join(kept)
 
 
-def unnamed(text: str, pattern: re.Pattern[str] | None, objects: frozenset[tuple[str, str]] = frozenset()) -> str:
+def unnamed(text: str, pattern: re.Pattern[str] | None, objects: ObjectNames = NO_OBJECTS) -> str:
     """``text`` as it is routed: without the site's name (:func:`without_site_name`) nor its objects' names
     (:func:`without_object_names`)."""
     return without_object_names(without_site_name(text, pattern), objects)
 
 
 def routed_texts(
-    capability: Capability, pattern: re.Pattern[str] | None, objects: frozenset[tuple[str, str]] = frozenset()
+    capability: Capability, pattern: re.Pattern[str] | None, objects: ObjectNames = NO_OBJECTS
 ) -> list[str]:
     """The texts a capability is routed by: :func:`texts_of`, without the site's name (``pattern``) nor the names
-    of the objects of actions (``objects``)."""
+    of the objects of actions (``objects``), each once (two examples naming two products are one text then)."""
     return list(_routed(tuple(texts_of(capability)), pattern, objects))
 
 
 @functools.lru_cache(maxsize=256)
-def _routed(
-    texts: tuple[str, ...], pattern: re.Pattern[str] | None, objects: frozenset[tuple[str, str]]
-) -> tuple[str, ...]:
+def _routed(texts: tuple[str, ...], pattern: re.Pattern[str] | None, objects: ObjectNames) -> tuple[str, ...]:
     # Per request, every capability's texts (hundreds, with a site's routing examples) would be rewritten again.
-    return tuple(unnamed(text, pattern, objects) for text in texts)
+    return tuple(dict.fromkeys(unnamed(text, pattern, objects) for text in texts))
 
 
 def cache_key(backend: EmbeddingBackend, texts: Sequence[str]) -> str:
@@ -658,7 +710,8 @@ def rank(text: str, capabilities: Sequence[Capability], *, vector: np.ndarray | 
     weight = app_settings.ROUTING_CUE_WEIGHT
     if weight and text:
         asked = words(routed)
-        for index, own in enumerate(cues(tuple(tuple(routed_texts(c, pattern, objects)) for c in capabilities))):
+        declared = tuple(_routed(tuple(declared_texts(c)), pattern, objects) for c in capabilities)
+        for index, own in enumerate(cues(declared)):
             if asked & own:
                 scores[index] += weight
                 topical[index] += weight
