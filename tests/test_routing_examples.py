@@ -243,25 +243,18 @@ def test_a_pair_a_capability_declares_is_not_an_objects_name(demo_content):
     from agent_handshake.models import Document
     from demo_site.shop.models import Product
 
-    # A product whose name holds the words the booking's description says ("Book a tea tasting ..."): leaving
-    # them out of "book a tea tasting" would hide what is asked.
-    Document.objects.create(
-        content_type=ContentType.objects.get_for_model(Product),
-        object_id="tasting-kit",
-        url="/shop/tasting-kit/",
-        path="/shop/tasting-kit/",
-        title="Home Tea Tasting Kit",
-        content_hash="x",
-    )
-    # A title made of words every request uses: pairs with a stop word name nothing.
-    Document.objects.create(
-        content_type=ContentType.objects.get_for_model(Product),
-        object_id="mind",
-        url="/shop/mind/",
-        path="/shop/mind/",
-        title="Where Is My Mind",
-        content_hash="x",
-    )
+    # A product whose name holds the words the booking's description says ("Book a tea tasting ..."): leaving them
+    # out of "book a tea tasting" would hide what is asked. And a title made of words every request uses: pairs with
+    # a stop word name nothing.
+    for slug, title in (("tasting-kit", "Home Tea Tasting Kit"), ("mind", "Where Is My Mind")):
+        Document.objects.create(
+            content_type=ContentType.objects.get_for_model(Product),
+            object_id=slug,
+            url=f"/shop/{slug}/",
+            path=f"/shop/{slug}/",
+            title=title,
+            content_hash="x",
+        )
     state.invalidate()  # as another process sees it after STATE_TTL
     names = routing.object_names()
     assert ("home", "tea") in names.pairs
