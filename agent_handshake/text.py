@@ -74,9 +74,13 @@ def _emoji(char: str) -> bool:
     return unicodedata.category(char) == "So" or ord(char) in EMOJI_MODIFIERS
 
 
-def visible_name(text: str, limit: int) -> str:
+def visible_name(text: str, limit: int, *, ellipsis: str = "") -> str:
     """A name someone gave itself, as shown: without invisible characters, its white space one space, at most
-    ``limit`` characters."""
-    name = " ".join(without_invisible(text).split())[:limit]
+    ``limit`` characters; ``ellipsis`` ends it when it was cut (within the ``limit``)."""
+    name = " ".join(without_invisible(text).split())
+    if len(name) <= limit:
+        return name
+    name = name[: max(limit - len(ellipsis), 0)]
     # Cut after a joiner, the name would end with one that joins nothing.
-    return name[:-1] if name.endswith(JOINERS) and not _joins(name, len(name) - 1) else name
+    name = name[:-1] if name.endswith(JOINERS) and not _joins(name, len(name) - 1) else name
+    return name + ellipsis if limit >= len(ellipsis) else name

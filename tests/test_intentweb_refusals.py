@@ -250,6 +250,32 @@ def test_an_invalid_value_is_quoted_bounded_and_escaped(client, blending):
     assert "onerror" in reply["message"]  # quoted, as text
 
 
+def test_a_quoted_value_keeps_the_joiners_its_words_are_written_with(client, blending):
+    """What a client sent is quoted without the characters that do not show, but a Persian word's ZERO WIDTH
+    NON-JOINER ("mi" ZWNJ "khaham") and an emoji sequence's ZERO WIDTH JOINER are part of how it is written: they are
+    kept, where a joiner between two Latin letters and a right-to-left override are removed."""
+    agent = Agent(client, secret=key())
+    started(agent)
+    persian, technologist = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f469\u200d\U0001f4bb"
+    value = f"\u202e{persian} {technologist} or\u200cder"
+    status, reply = agent.send("information_response", "x", collected_information={"blend": value})
+    assert (status, reply["flow_type"], reply["required_fields"]) == (200, "information_request", ["blend"]), reply
+    assert persian in reply["message"], reply["message"]
+    assert technologist in reply["message"], reply["message"]
+    assert "order" in reply["message"]
+    assert "\u202e" not in reply["message"]
+
+
+def test_a_long_quoted_value_is_cut_without_a_joiner_left_at_its_end():
+    """A value cut at the limit ends with "…", and not with a joiner its cut left joining nothing."""
+    from agent_handshake.intentweb.flows import cell
+
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+    assert cell(persian, 3) == cell(persian, 4) == "\u0645\u06cc\u2026"  # 4: its ZWNJ would end it
+    assert cell(persian, 9) == persian
+    assert cell("*" * 10, 5) == "\\*" * 4 + "\u2026"
+
+
 def test_an_unstorable_value_under_a_long_name_is_a_bounded_refusal(client, blending):
     """A value no text column can store is refused naming its field, whose name the client chose: the refusal is
     bounded whatever the name's length."""

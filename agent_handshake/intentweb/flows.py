@@ -31,7 +31,6 @@ characters dropped); a refusal of the envelope (:mod:`.envelope`, :mod:`.views`)
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -46,6 +45,7 @@ from ..identity.auth import printable_ascii
 from ..insights import recording
 from ..models import IdempotencyRecord, Interaction, Job
 from ..registry import Capability, capability_registry
+from ..text import visible_name
 from . import attribution
 from .envelope import Envelope
 
@@ -95,20 +95,14 @@ MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 
 def cell(value: Any, limit: int = 200) -> str:
-    """A value for a markdown table cell: one line, bounded, without invisible characters (:func:`visible`),
-    markdown escaped."""
-    return MARKDOWN_SPECIAL.sub(r"\\\1", visible(cut(" ".join(str(value).split()), limit)))
+    """A value for a markdown table cell: one line, bounded, without the characters that do not show (but for the
+    joiners a word is written with: :func:`~agent_handshake.text.without_invisible`), markdown escaped."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", visible_name(str(value), limit, ellipsis="…"))
 
 
 def cut(text: str, limit: int) -> str:
     """``text`` in at most ``limit`` characters, ending in "…" if it was longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def visible(text: str) -> str:
-    """``text`` without the characters no one sees: controls (a terminal's escape sequences) and format characters
-    (a right-to-left override that reorders what follows, zero-width ones)."""
-    return "".join(char for char in text if unicodedata.category(char) not in ("Cc", "Cf"))
 
 
 def quoted(text: str, limit: int = MAX_NAME) -> str:
