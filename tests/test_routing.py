@@ -236,8 +236,10 @@ def test_description_embeddings_are_computed_once_and_kept_in_the_cache(client, 
     with override_settings(AGENT_HANDSHAKE=counting):
         assert ask(client, STOCK_REQUEST)[1]["meta"]["capability_used"] == "check_inventory"
         assert CountingEmbeddings.computed.count(description) == 1
-        keys = [routing.cache_key(get_embedding_backend(), routing.texts_of(c)) for c in capability_registry]
-        assert any(caches["default"].get(key) is not None for key in keys)
+        slot = routing.vectors_key(get_embedding_backend(), "check_inventory")
+        _, texts, matrix = caches["default"].get(slot)  # the texts' key, the texts, a row for each
+        assert description in texts
+        assert matrix.shape == (len(texts), get_embedding_backend().dimensions)
 
         # Another request, in a "new process" (the embedding LRU emptied): read from the cache, not computed.
         with embeddings._caches_lock:

@@ -73,6 +73,28 @@ def test_an_example_fits_requests_like_it_not_only_itself(demo_content, django_c
     assert fit(asked) > before + 0.05
 
 
+def test_filing_an_example_computes_that_text_alone(client, demo_content, django_capture_on_commit_callbacks):
+    """A capability's matrix of vectors is keyed by all its texts, so one example filed changes its key; the texts
+    the process computed before are not computed again (an operator's edit costs one text's run, not two hundred)."""
+    from tests.test_routing import CountingEmbeddings
+
+    inventory = routing.capability_registry.get("check_inventory")
+    with override_settings(
+        AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "EMBEDDING_BACKEND": "tests.test_routing.CountingEmbeddings"}
+    ):
+        CountingEmbeddings.computed = []
+        assert used(client, "Is LK-TEA-0001 in stock?") == "check_inventory"
+        assert inventory.description in CountingEmbeddings.computed  # measured: computed on the first request
+        CountingEmbeddings.computed = []
+        with django_capture_on_commit_callbacks(execute=True):
+            RoutingExample.objects.create(capability="check_inventory", text="do you still have any smoky black tea")
+        assert used(client, "Is LK-TEA-0002 in stock?") == "check_inventory"
+    computed = CountingEmbeddings.computed
+    assert [text for text in computed if "smoky" in text] == ["do you still have any smoky black tea"], computed
+    assert inventory.description not in computed
+    assert not set(routing.declared_texts(inventory)) & set(computed)
+
+
 @override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "STATE_TTL": 3600})
 def test_another_processs_example_is_read_after_state_ttl(client, demo_content):
     assert used(client, STOCK_QUESTION) == "content_search"

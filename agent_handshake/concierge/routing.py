@@ -8,9 +8,10 @@ Agent Semantic Protocol §8), used as it is once :func:`intent_vector` has check
 dimensions and normalised it.
 
 The capabilities' vectors are computed once per deployment, not per process or request: :func:`described` keeps
-them in the ``CACHE_ALIAS`` cache (no expiry) under a key made of the embedding model's id and dimensions and a
-hash of each capability's texts, so a deploy that changes a text or the model computes them again, and every
-process behind a shared cache (Redis, Memcached, the database) reads the first one's. With the default local-memory
+them in the ``CACHE_ALIAS`` cache (no expiry), one entry per capability and embedding model, with a hash of the
+texts they were computed for: a deploy that changes the model computes them again, one that changes a text (or a
+routing example filed) computes the new text alone, and every process behind a shared cache (Redis, Memcached, the
+database) reads the first one's. With the default local-memory
 cache that is once per process, still never per request, and a query's own LRU entries never push them out. The
 site's topic (:func:`topic`, one average over the passages' vectors) is kept the same way, one entry per model that
 holds the content's state token it was computed for, so it is computed again when the content changes. The
@@ -487,8 +488,16 @@ def _routed(texts: tuple[str, ...], pattern: re.Pattern[str] | None, objects: Ob
 
 
 def cache_key(backend: EmbeddingBackend, texts: Sequence[str]) -> str:
+    """What names a capability's matrix of vectors: the model and the texts (a digest of them)."""
     digest = hashlib.sha256(json.dumps([backend.model_id, backend.dimensions, list(texts)]).encode()).hexdigest()
     return f"agent_handshake:routing:{digest}"
+
+
+def vectors_key(backend: EmbeddingBackend, name: str) -> str:
+    """Where a capability's vectors are kept for ``backend``'s model: one entry per capability and model, so texts
+    that change (a routing example filed or deleted) replace its entry rather than leave one behind."""
+    digest = hashlib.sha256(json.dumps([backend.model_id, backend.dimensions, name]).encode()).hexdigest()
+    return f"agent_handshake:routing:vectors:{digest}"
 
 
 def described(capabilities: Sequence[Capability], backend: EmbeddingBackend | None = None) -> list[np.ndarray]:
@@ -499,29 +508,48 @@ def described(capabilities: Sequence[Capability], backend: EmbeddingBackend | No
 def keyed_described(
     capabilities: Sequence[Capability], backend: EmbeddingBackend | None = None
 ) -> list[tuple[str, np.ndarray]]:
-    """:func:`described`, each matrix with its cache key (:func:`cache_key`: the model and the texts)."""
+    """:func:`described`, each matrix with its :func:`cache_key` (the model and the texts).
+
+    Each capability's entry (:func:`vectors_key`) holds the key of the texts it was computed for, the texts and the
+    matrix. When its texts have changed, the vectors of the texts it already held are kept and only the new texts
+    are computed: one example filed costs one text's run, not its capability's two hundred."""
     backend = backend or get_embedding_backend()
     cache = caches[app_settings.CACHE_ALIAS]
     pattern = name_pattern(capabilities)
     objects = object_names()
     described_texts = [routed_texts(capability, pattern, objects) for capability in capabilities]
     keys = [cache_key(backend, texts) for texts in described_texts]
-    found = cache.get_many(keys)
-    missing = [(key, texts) for key, texts in zip(keys, described_texts, strict=True) if key not in found]
-    if missing:
-        flat = [text for _, texts in missing for text in texts]
-        try:
-            # compute, not embed: these belong in the shared cache, not in the process's LRU of query texts.
-            vectors = np.asarray(backend.compute(flat), dtype=np.float32)
-        except EmbeddingUnavailable as exc:
-            logger.exception("Routing is unavailable")
-            raise errors.Unavailable(f"Routing is unavailable right now: {exc}") from exc
-        computed, start = {}, 0
-        for key, texts in missing:
-            computed[key] = vectors[start : start + len(texts)]
-            start += len(texts)
+    slots = [vectors_key(backend, capability.name) for capability in capabilities]
+    stored = cache.get_many(slots)
+    found: dict[str, np.ndarray] = {}
+    stale = []
+    for key, slot, texts in zip(keys, slots, described_texts, strict=True):
+        entry = stored.get(slot)
+        if entry is not None and entry[0] == key:
+            found[key] = entry[2]
+        else:
+            stale.append((key, slot, texts))
+    if stale:
+        known: dict[str, np.ndarray] = {}
+        for _, slot, _ in stale:
+            if slot in stored:
+                _, held_texts, matrix = stored[slot]
+                known.update(zip(held_texts, matrix, strict=True))
+        new = [text for text in dict.fromkeys(text for _, _, texts in stale for text in texts) if text not in known]
+        if new:
+            try:
+                # compute, not embed: these belong in the shared cache, not in the process's LRU of query texts.
+                known.update(zip(new, np.asarray(backend.compute(new), dtype=np.float32), strict=True))
+            except EmbeddingUnavailable as exc:
+                logger.exception("Routing is unavailable")
+                raise errors.Unavailable(f"Routing is unavailable right now: {exc}") from exc
+        computed = {}
+        for key, slot, texts in stale:
+            found[key] = (
+                np.stack([known[text] for text in texts]) if texts else np.zeros((0, backend.dimensions), np.float32)
+            )
+            computed[slot] = (key, tuple(texts), found[key])
         cache.set_many(computed, timeout=None)
-        found.update(computed)
     return [(key, found[key]) for key in keys]
 
 
