@@ -75,21 +75,6 @@ def test_a_sentence_that_continues_the_lead_follows_it():
     assert text.startswith("Rooibos isn't tea at all in the botanical sense. It is Aspalathus linearis")
 
 
-def test_the_runner_up_comes_second_before_a_neighbour_that_does_not_go_on_from_the_lead():
-    """The sentence after the lead follows it only when it goes on from it (a pronoun: "It is ..."); otherwise the
-    second-best sentence comes second, where it is read when the lead is not the answer."""
-    estate = Passage(
-        1,
-        "Gyokuro is shaded for about three weeks before the harvest. The estate also grows sencha on its lower slopes.",
-        "Our estate",
-    )
-    shading = Passage(2, "Shaded gyokuro bushes sit under black reed screens until the harvest.", "Shading")
-    text, cited = answer("How long is gyokuro shaded before the harvest?", [estate, shading], budget=60)
-    lead, second = "Gyokuro is shaded for about three weeks before the harvest. [1]", "Shaded gyokuro bushes"
-    assert text.startswith(f"{lead} {second}"), text
-    assert cited == {1, 2}
-
-
 def test_the_word_budget_holds_and_the_lead_is_trimmed_not_the_markup():
     long = "Gyokuro " + " ".join(f"word{n}" for n in range(80)) + " is shaded for three weeks."
     text, _ = answer("Why is gyokuro shaded?", [Passage(1, long)], budget=20)

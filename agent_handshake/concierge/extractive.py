@@ -22,12 +22,10 @@ and ranges. Each unit is scored against the question:
 
 A question on the page (an FAQ entry) is not an answer: its score goes to the unit after it.
 
-The answer leads with the best unit; the unit that follows it in its passage comes next only when it goes on from
-it ("It is Aspalathus linearis ...": a sentence that says little without the lead), then the next best units, within
-the word budget (about 60 words by default; ``context.max_tokens`` bounds it). Each source's units are followed by
-its ``[n]`` citation. The next best unit is worth more in second place than the lead's neighbour: when the lead is
-not the answer, the runner-up often is (measured on the development sets: 121 -> 125 of 154 questions with the fact
-in the first 40 words, against the neighbour that is short or shares a question word).
+The answer leads with the best unit; the unit that follows it in its passage comes next when it continues the same
+thought (a short sentence, or one sharing a content word), then the next best unit from another source, within the
+word budget (about 60 words by default; ``context.max_tokens`` bounds it). Each source's units are followed by its
+``[n]`` citation.
 """
 
 from __future__ import annotations
@@ -475,7 +473,11 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
     chosen = [lead]
     words = lead.words
     follower = following(lead, every)
-    if follower is not None and words + follower.words <= budget and CONTINUES.match(follower.text):
+    if (
+        follower is not None
+        and words + follower.words <= budget
+        and (follower.words <= 20 or wanted & terms(follower.text) or CONTINUES.match(follower.text))
+    ):
         chosen.append(follower)
         words += follower.words
     for value, _, unit in scored[1:]:
