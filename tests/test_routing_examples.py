@@ -312,3 +312,49 @@ def test_a_product_named_by_one_capabilitys_examples_draws_no_request_about_it(
     chosen = route(ConverseRequest(capability=None, query=stock), converse_capabilities()).chosen
     assert chosen is not None
     assert chosen.name == "check_inventory", chosen
+
+
+def test_an_operator_files_a_request_from_the_agent_traffic_page(client, demo_content, settings):
+    """The agent traffic page links each recorded question to the *Routing examples* form, filled in with it (the
+    operator chooses the capability and saves); once filed, the page says so instead. Not for a viewer who may not
+    add routing examples."""
+    import html
+    import re
+    from urllib.parse import urlencode
+
+    from django.contrib.auth.models import Permission
+
+    from agent_handshake.insights import recording
+    from agent_handshake.models import AgentRequest
+    from tests.test_insights_admin import staff
+
+    settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "INSIGHTS_RECORD_QUESTIONS": True}
+    recording.discard()
+    body = {"ahp": "0.1", "query": STOCK_QUESTION, "context": {"requesting_agent": "TeaBot"}}
+    assert client.post("/agent/converse", data=json.dumps(body), content_type="application/json").status_code == 200
+    recording.flush()
+    row = AgentRequest.objects.get()
+    assert row.question == STOCK_QUESTION
+    page_url = reverse("admin:agent_handshake_insights_agent") + "?" + urlencode({"agent": row.agent})
+
+    client.force_login(staff("viewer", insights=True))
+    assert "file as a routing example" not in client.get(page_url).content.decode()  # may view the traffic, may not add examples
+
+    owner = staff("owner", insights=True)
+    owner.user_permissions.add(Permission.objects.get(codename="add_routingexample"))
+    client.force_login(owner)
+    page = client.get(page_url).content.decode()
+    (link,) = re.findall(r'<a class="routing-example" href="([^"]+)"', page)
+    form = client.get(html.unescape(link))
+    assert form.status_code == 200
+    initial = form.context["adminform"].form.initial
+    assert initial["text"] == STOCK_QUESTION
+    assert initial["note"].startswith(f"From the agent traffic of {row.agent}, ")
+    saved = client.post(
+        html.unescape(link), {"text": initial["text"], "capability": "check_inventory", "note": initial["note"]}
+    )
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    assert RoutingExample.objects.get(text=STOCK_QUESTION).capability == "check_inventory"
+    page = client.get(page_url).content.decode()
+    assert "(a routing example for check_inventory)" in page
+    assert "file as a routing example" not in page

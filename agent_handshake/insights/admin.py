@@ -21,8 +21,9 @@ from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
 from ..conf import app_settings
-from ..models import AgentRequest, ContentGap
+from ..models import AgentRequest, ContentGap, RoutingExample
 from ..models.insights import Outcome
+from ..models.routing import EXAMPLE_MAX_CHARS
 from . import charts
 from .aggregation import KEY_FIELDS, TrafficRange, format_latency, percentile, site_today
 from .summary import build_report, by_requests
@@ -34,6 +35,8 @@ DEFAULT_DAYS = 14
 EARLIEST = datetime.date(2000, 1, 1)
 #: The raw requests an agent's page lists.
 RECENT = 50
+#: The longest note a routing example keeps (``RoutingExample.note``).
+NOTE_MAX_CHARS = RoutingExample._meta.get_field("note").max_length
 #: Cells starting with one of these are formulas to a spreadsheet (OWASP "CSV injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -202,7 +205,9 @@ class AgentTrafficAdmin(admin.ModelAdmin):
             row for row in traffic.summary("day", "capability", "outcome")
             if row["outcome"] in (Outcome.ERROR, Outcome.RATE_LIMITED, Outcome.REFUSED)
         ]  # fmt: skip
-        recent = AgentRequest.objects.filter(agent=agent).order_by("-at")[:RECENT]
+        recent = self.with_example_links(
+            request, list(AgentRequest.objects.filter(agent=agent).order_by("-at")[:RECENT])
+        )
         query = urlencode({"start": start.isoformat(), "end": end.isoformat()})
         context = self.context(
             request,
@@ -223,6 +228,35 @@ class AgentTrafficAdmin(admin.ModelAdmin):
             overview_url=f"{reverse('admin:agent_handshake_agentrequest_changelist')}?{query}",
         )
         return TemplateResponse(request, "admin/agent_handshake/insights/agent.html", context)
+
+    def with_example_links(self, request: HttpRequest, recent: list[AgentRequest]) -> list[tuple[AgentRequest, Any]]:
+        """Each recent request with what the operator can do with its question as a routing example: the
+        *Routing examples* add form's URL, filled in with the question (to choose the capability it is for and
+        save), or the capability an example of that text is filed under already; None without a question, or for
+        a viewer who may not add routing examples."""
+        add = f"{self.admin_site.name}:agent_handshake_routingexample_add"
+        if not (
+            self.admin_site.is_registered(RoutingExample)
+            and request.user.has_perm("agent_handshake.add_routingexample")
+        ):
+            return [(row, None) for row in recent]
+        texts = {row.pk: " ".join(row.question.split())[:EXAMPLE_MAX_CHARS].strip() for row in recent}
+        filed = dict(
+            RoutingExample.objects.filter(text__in={text for text in texts.values() if text}).values_list(
+                "text", "capability"
+            )
+        )
+        rows: list[tuple[AgentRequest, Any]] = []
+        for row in recent:
+            text = texts[row.pk]
+            if not text:
+                rows.append((row, None))
+            elif text in filed:
+                rows.append((row, {"filed": filed[text]}))
+            else:
+                note = f"From the agent traffic of {row.agent}, {row.at:%Y-%m-%d}"[:NOTE_MAX_CHARS]
+                rows.append((row, {"url": f"{reverse(add)}?{urlencode({'text': text, 'note': note})}"}))
+        return rows
 
     def export_view(self, request: HttpRequest) -> HttpResponse:
         if not may_view_insights(request):
