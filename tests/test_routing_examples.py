@@ -89,10 +89,32 @@ def test_filing_an_example_computes_that_text_alone(client, demo_content, django
         with django_capture_on_commit_callbacks(execute=True):
             RoutingExample.objects.create(capability="check_inventory", text="do you still have any smoky black tea")
         assert used(client, "Is LK-TEA-0002 in stock?") == "check_inventory"
-    computed = CountingEmbeddings.computed
-    assert [text for text in computed if "smoky" in text] == ["do you still have any smoky black tea"], computed
-    assert inventory.description not in computed
-    assert not set(routing.declared_texts(inventory)) & set(computed)
+        computed = CountingEmbeddings.computed
+        assert [text for text in computed if "smoky" in text] == ["do you still have any smoky black tea"], computed
+        assert inventory.description not in computed
+        assert not set(routing.declared_texts(inventory)) & set(computed)
+
+        # Deleted, the capability's texts are fewer: all of them were computed before, so nothing is.
+        CountingEmbeddings.computed = []
+        with django_capture_on_commit_callbacks(execute=True):
+            RoutingExample.objects.filter(text__contains="smoky").delete()
+        assert used(client, "Is LK-TEA-0003 in stock?") == "check_inventory"
+        assert CountingEmbeddings.computed == ["Is LK-TEA-0003 in stock?"]
+
+
+def test_a_cache_entry_of_another_shape_is_computed_again_not_an_error(client, demo_content):
+    """An entry under a capability's key that is not what this version writes (another version's format, another
+    writer) is taken as missing: routing works, and the entry is written again."""
+    from django.core.cache import caches
+
+    from agent_handshake.retrieval.embeddings import get_embedding_backend
+
+    slot = routing.vectors_key(get_embedding_backend(), "check_inventory")
+    for odd in ("not vectors", ("key", ("a text",)), ("key", ("a text",), [[0.0]]), (1, 2, 3)):
+        caches["default"].set(slot, odd, timeout=None)
+        assert used(client, "Is LK-TEA-0001 in stock?") == "check_inventory"
+        _, texts, matrix = caches["default"].get(slot)
+        assert matrix.shape == (len(texts), get_embedding_backend().dimensions)
 
 
 @override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "STATE_TTL": 3600})
@@ -323,6 +345,7 @@ def test_an_operator_files_a_request_from_the_agent_traffic_page(client, demo_co
     from urllib.parse import urlencode
 
     from django.contrib.auth.models import Permission
+    from django.utils import timezone
 
     from agent_handshake.insights import recording
     from agent_handshake.models import AgentRequest
@@ -338,7 +361,9 @@ def test_an_operator_files_a_request_from_the_agent_traffic_page(client, demo_co
     page_url = reverse("admin:agent_handshake_insights_agent") + "?" + urlencode({"agent": row.agent})
 
     client.force_login(staff("viewer", insights=True))
-    assert "file as a routing example" not in client.get(page_url).content.decode()  # may view the traffic, may not add examples
+    assert (
+        "file as a routing example" not in client.get(page_url).content.decode()
+    )  # may view the traffic, may not add examples
 
     owner = staff("owner", insights=True)
     owner.user_permissions.add(Permission.objects.get(codename="add_routingexample"))
@@ -349,7 +374,7 @@ def test_an_operator_files_a_request_from_the_agent_traffic_page(client, demo_co
     assert form.status_code == 200
     initial = form.context["adminform"].form.initial
     assert initial["text"] == STOCK_QUESTION
-    assert initial["note"].startswith(f"From the agent traffic of {row.agent}, ")
+    assert initial["note"] == f"From the agent traffic of {row.agent}, {timezone.localdate(row.at):%Y-%m-%d}"
     saved = client.post(
         html.unescape(link), {"text": initial["text"], "capability": "check_inventory", "note": initial["note"]}
     )
@@ -358,3 +383,16 @@ def test_an_operator_files_a_request_from_the_agent_traffic_page(client, demo_co
     page = client.get(page_url).content.decode()
     assert "(a routing example for check_inventory)" in page
     assert "file as a routing example" not in page
+
+    # An agent's name as long as the column allows: the note keeps the day, within its 200 characters.
+    long_name = "did:web:" + "a" * 192
+    AgentRequest.objects.create(
+        at=row.at, protocol="ahp", outcome=row.outcome, status=200, latency_ms=5, agent_kind=row.agent_kind,
+        agent=long_name, question="any kettles left?",
+    )  # fmt: skip
+    page = client.get(reverse("admin:agent_handshake_insights_agent") + "?" + urlencode({"agent": long_name}))
+    (link,) = re.findall(r'<a class="routing-example" href="([^"]+)"', page.content.decode())
+    note = client.get(html.unescape(link)).context["adminform"].form.initial["note"]
+    assert len(note) == 200
+    assert note.startswith("From the agent traffic of did:web:aaa")
+    assert note.endswith(f"…, {timezone.localdate(row.at):%Y-%m-%d}")

@@ -116,6 +116,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from .. import state
 from ..conf import app_settings
@@ -495,9 +496,22 @@ def cache_key(backend: EmbeddingBackend, texts: Sequence[str]) -> str:
 
 def vectors_key(backend: EmbeddingBackend, name: str) -> str:
     """Where a capability's vectors are kept for ``backend``'s model: one entry per capability and model, so texts
-    that change (a routing example filed or deleted) replace its entry rather than leave one behind."""
-    digest = hashlib.sha256(json.dumps([backend.model_id, backend.dimensions, name]).encode()).hexdigest()
-    return f"agent_handshake:routing:vectors:{digest}"
+    that change (a routing example filed or deleted) replace its entry rather than leave one behind. Keyed with the
+    site's ``SECRET_KEY`` too: two sites sharing one cache (staging and production on one Redis, without a
+    ``KEY_PREFIX``) each keep their own, rather than each computing its texts again over the other's."""
+    digest = salted_hmac(__name__, json.dumps([backend.model_id, backend.dimensions, name]), algorithm="sha256")
+    return f"agent_handshake:routing:vectors:{digest.hexdigest()}"
+
+
+def _stored(entry: Any, backend: EmbeddingBackend) -> tuple[str, tuple[str, ...], np.ndarray] | None:
+    """A capability's cache entry as :func:`keyed_described` writes it, or None for anything else (an entry of
+    another format, written by another version of the app, is computed again rather than break routing)."""
+    if not (isinstance(entry, tuple) and len(entry) == 3):
+        return None
+    key, texts, matrix = entry
+    if not (isinstance(key, str) and isinstance(texts, tuple) and isinstance(matrix, np.ndarray)):
+        return None
+    return entry if matrix.shape == (len(texts), backend.dimensions) else None
 
 
 def described(capabilities: Sequence[Capability], backend: EmbeddingBackend | None = None) -> list[np.ndarray]:
@@ -520,7 +534,7 @@ def keyed_described(
     described_texts = [routed_texts(capability, pattern, objects) for capability in capabilities]
     keys = [cache_key(backend, texts) for texts in described_texts]
     slots = [vectors_key(backend, capability.name) for capability in capabilities]
-    stored = cache.get_many(slots)
+    stored = {slot: entry for slot, entry in cache.get_many(slots).items() if _stored(entry, backend)}
     found: dict[str, np.ndarray] = {}
     stale = []
     for key, slot, texts in zip(keys, slots, described_texts, strict=True):

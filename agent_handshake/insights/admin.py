@@ -18,12 +18,14 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 
 from ..conf import app_settings
 from ..models import AgentRequest, ContentGap, RoutingExample
 from ..models.insights import Outcome
 from ..models.routing import EXAMPLE_MAX_CHARS
+from ..text import visible_name
 from . import charts
 from .aggregation import KEY_FIELDS, TrafficRange, format_latency, percentile, site_today
 from .summary import build_report, by_requests
@@ -37,6 +39,8 @@ EARLIEST = datetime.date(2000, 1, 1)
 RECENT = 50
 #: The longest note a routing example keeps (``RoutingExample.note``).
 NOTE_MAX_CHARS = RoutingExample._meta.get_field("note").max_length
+#: The note a routing example filed from an agent's page is given.
+NOTE = "From the agent traffic of {agent}, {day:%Y-%m-%d}"
 #: Cells starting with one of these are formulas to a spreadsheet (OWASP "CSV injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -235,10 +239,10 @@ class AgentTrafficAdmin(admin.ModelAdmin):
         save), or the capability an example of that text is filed under already; None without a question, or for
         a viewer who may not add routing examples."""
         add = f"{self.admin_site.name}:agent_handshake_routingexample_add"
-        if not (
-            self.admin_site.is_registered(RoutingExample)
-            and request.user.has_perm("agent_handshake.add_routingexample")
-        ):
+        # The examples' own admin decides (a site may make it read-only), not the permission alone.
+        if not self.admin_site.is_registered(RoutingExample):
+            return [(row, None) for row in recent]
+        if not self.admin_site.get_model_admin(RoutingExample).has_add_permission(request):
             return [(row, None) for row in recent]
         texts = {row.pk: " ".join(row.question.split())[:EXAMPLE_MAX_CHARS].strip() for row in recent}
         filed = dict(
@@ -254,7 +258,9 @@ class AgentTrafficAdmin(admin.ModelAdmin):
             elif text in filed:
                 rows.append((row, {"filed": filed[text]}))
             else:
-                note = f"From the agent traffic of {row.agent}, {row.at:%Y-%m-%d}"[:NOTE_MAX_CHARS]
+                day = timezone.localdate(row.at, timezone.get_default_timezone())  # the site's day, as the page
+                name = visible_name(row.agent, NOTE_MAX_CHARS - len(NOTE.format(agent="", day=day)), ellipsis="…")
+                note = NOTE.format(agent=name, day=day)
                 rows.append((row, {"url": f"{reverse(add)}?{urlencode({'text': text, 'note': note})}"}))
         return rows
 
