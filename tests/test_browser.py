@@ -172,7 +172,8 @@ def test_an_owner_reads_the_agent_traffic_pages(committed_traffic):
         page.get_by_role("button", name="Log in").click()
         page.get_by_role("link", name="Agent requests").click()
 
-        assert page.get_by_role("heading", name="Agent traffic").is_visible()
+        # The click starts the navigation; the check must wait for the page it leads to (is_visible does not wait).
+        page.get_by_role("heading", name="Agent traffic").wait_for()
         assert page.locator("#total-requests").text_content() == str(len(planted.rows))
         rate_limited = sum(row.outcome == "rate_limited" for row in planted.rows)
         assert page.locator("#total-rate-limited").text_content() == str(rate_limited)
