@@ -448,7 +448,12 @@ def malformed_values():
     ]
 
 
-@pytest.mark.parametrize(("value", "secret_part", "reason"), malformed_values())
+# Named ids: the P-256 key is generated anew at each collection, and pytest-xdist's workers must collect the same tests.
+@pytest.mark.parametrize(
+    ("value", "secret_part", "reason"),
+    malformed_values(),
+    ids=["neither-form", "31-bytes", "standard-base64", "p256-pem", "unreadable-pem", "not-a-string"],
+)
 def test_malformed_site_private_key(value, secret_part, reason):
     with override_settings(AGENT_HANDSHAKE={"SITE_PRIVATE_KEY": value}), pytest.raises(ImproperlyConfigured) as raised:
         site_key.site_private_key()
