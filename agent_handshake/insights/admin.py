@@ -240,9 +240,8 @@ class AgentTrafficAdmin(admin.ModelAdmin):
         a viewer who may not add routing examples."""
         add = f"{self.admin_site.name}:agent_handshake_routingexample_add"
         # The examples' own admin decides (a site may make it read-only), not the permission alone.
-        if not self.admin_site.is_registered(RoutingExample):
-            return [(row, None) for row in recent]
-        if not self.admin_site.get_model_admin(RoutingExample).has_add_permission(request):
+        registered = self.admin_site.is_registered(RoutingExample)
+        if not (registered and self.admin_site.get_model_admin(RoutingExample).has_add_permission(request)):
             return [(row, None) for row in recent]
         texts = {row.pk: " ".join(row.question.split())[:EXAMPLE_MAX_CHARS].strip() for row in recent}
         filed = dict(
