@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# Test processes: one per core (pytest-xdist); TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= auto
 MANAGE := $(BIN)/python manage.py
 
 .PHONY: demo test lint bench dist install-demo install-test clean proto
@@ -41,7 +43,7 @@ demo: install-demo
 
 ## make test: install what the tests need and run them all
 test: install-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: install-test
 	$(BIN)/ruff check .

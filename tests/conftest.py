@@ -9,11 +9,13 @@ import celery._state
 import pytest
 from celery import Celery
 from django.core.cache import caches
+from django.db import connection, transaction
 
 from agent_handshake import state
 from agent_handshake.registry import capability_registry, content_registry
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+#: Data files the tests read, the published ones vendored with their source and licence (tests/data/*/SOURCE.md).
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -45,10 +47,8 @@ def registries():
 
 @pytest.fixture(scope="session")
 def ahp_schemas():
-    """The JSON Schemas published with AHP Draft 0.1 (../shared/ahp-schema/0.1/)."""
-    root = SHARED / "ahp-schema" / "0.1"
-    if not root.is_dir():
-        pytest.fail(f"The AHP schemas are missing: {root} (shared/ must sit beside the project)")
+    """The JSON Schemas published with AHP Draft 0.1 (tests/data/ahp-schema/)."""
+    root = DATA / "ahp-schema" / "0.1"
     return {name: json.loads((root / f"{name}.json").read_text()) for name in ("manifest", "request", "response")}
 
 
@@ -63,30 +63,130 @@ def publish(django_capture_on_commit_callbacks):
     return create
 
 
-@pytest.fixture(scope="module")
-def demo_content(django_db_setup, django_db_blocker):
-    """The demo site's content, loaded and indexed (documents and passages) once for a test module.
+def _table_counts() -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace"
+        )
+        tables = [name for (name,) in cursor.fetchall()]
+        counts = {}
+        for table in tables:
+            cursor.execute(f'SELECT count(*) FROM "{table}"')
+            counts[table] = cursor.fetchone()[0]
+    return counts
 
-    It is written outside the per-test transactions, so the module's tests share it, and deleted afterwards so
-    other modules see the empty database they expect.
+
+def _content_types() -> dict[tuple[str, str], int]:
+    from django.contrib.contenttypes.models import ContentType
+
+    return {(kind.app_label, kind.model): kind.pk for kind in ContentType.objects.all()}
+
+
+class DemoSnapshot:
+    """The demo site's content as the ``demo`` fixture and ``agent_reindex`` leave it, table by table.
+
+    Loading and indexing the demo costs seconds (the saves, the full-text statistics, the embeddings); the suite
+    does it once per process and copies the rows back (PostgreSQL ``COPY``) for every module that asks again. A
+    transactional test's flush makes the content types again under new ids: the copied rows' references to them
+    are moved to the new ids before the restore commits.
     """
-    from django.core.management import call_command
 
-    from agent_handshake.models import Document, LexemeStat
-    from demo_site.blog.models import Author, Post, Tag
-    from demo_site.pages.models import Page
-    from demo_site.shop.models import Order, Product
-    from demo_site.videos.models import Video
+    def __init__(self) -> None:
+        self.tables: dict[str, bytes] = {}
+        self.content_types: dict[tuple[str, str], int] = {}
 
-    with django_db_blocker.unblock():
+    def load(self) -> None:
+        from django.core.management import call_command
+
+        if self.tables:
+            self.restore()
+            return
+        before = _table_counts()
         call_command("loaddata", "demo", verbosity=0)
         call_command("agent_reindex", verbosity=0)
+        written = {table for table, count in _table_counts().items() if count != before.get(table)}
+        kept = sorted(table for table in written if before.get(table))
+        if kept:
+            pytest.fail(f"loading the demo changed tables that had rows before: {kept}")
+        self.content_types = _content_types()
+        with connection.cursor() as cursor:
+            for table in sorted(written):
+                with cursor.cursor.copy(f'COPY "{table}" TO STDOUT (FORMAT BINARY)') as copy:
+                    self.tables[table] = b"".join(bytes(block) for block in copy)
+
+    def restore(self) -> None:
+        now = _content_types()
+        moved = {old: now[key] for key, old in self.content_types.items() if now.get(key, old) != old}
+        # Foreign keys are checked when the transaction commits: the tables may come back in any order, and
+        # the references to content types be mended before then.
+        with transaction.atomic(), connection.cursor() as cursor:
+            for table, rows in self.tables.items():
+                with cursor.cursor.copy(f'COPY "{table}" FROM STDIN (FORMAT BINARY)') as copy:
+                    copy.write(rows)
+            if moved:
+                cursor.execute(
+                    "SELECT conrelid::regclass::text, attname FROM pg_constraint JOIN pg_attribute"
+                    " ON attrelid = conrelid AND attnum = ANY(conkey)"
+                    " WHERE contype = 'f' AND confrelid = 'django_content_type'::regclass"
+                )
+                for table, column in cursor.fetchall():
+                    if table.strip('"') in self.tables:
+                        cases = " ".join(f"WHEN {old} THEN {new}" for old, new in moved.items())
+                        cursor.execute(f'UPDATE {table} SET "{column}" = CASE "{column}" {cases} ELSE "{column}" END')
+
+    def empty(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE {} CASCADE".format(", ".join(f'"{table}"' for table in self.tables)))
+
+
+def _tables_with_rows() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace"
+        )
+        tables = [name for (name,) in cursor.fetchall()]
+        cursor.execute(" UNION ALL ".join(f"(SELECT '{table}' FROM \"{table}\" LIMIT 1)" for table in tables))
+        return {name for (name,) in cursor.fetchall()}
+
+
+@pytest.fixture(scope="session")
+def _migrated_tables_with_rows(django_db_setup, django_db_blocker) -> set[str]:
+    """The tables the migrations fill (content types, permissions): what every module may expect to find."""
+    with django_db_blocker.unblock():
+        return _tables_with_rows()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_leaves_the_database_as_it_found_it(_migrated_tables_with_rows, django_db_blocker):
+    """Rows a module committed (through a live server, a worker, a module-scoped fixture) are removed after it,
+    so that no module depends on the order the modules run in or on the worker that runs them."""
+    yield
+    with django_db_blocker.unblock():
+        left = _tables_with_rows() - _migrated_tables_with_rows
+        if left:
+            with connection.cursor() as cursor:
+                cursor.execute("TRUNCATE {} CASCADE".format(", ".join(f'"{table}"' for table in sorted(left))))
+    state.invalidate()
+
+
+@pytest.fixture(scope="session")
+def _demo_snapshot() -> DemoSnapshot:
+    return DemoSnapshot()
+
+
+@pytest.fixture(scope="module")
+def demo_content(django_db_setup, django_db_blocker, _demo_snapshot):
+    """The demo site's content, loaded and indexed (documents and passages), for a test module.
+
+    It is written outside the per-test transactions, so the module's tests share it, and emptied afterwards so
+    other modules see the empty database they expect.
+    """
+    with django_db_blocker.unblock():
+        _demo_snapshot.load()
     state.invalidate()
     yield
     with django_db_blocker.unblock():
-        # Deleting the documents cascades to their passages; their words' passage counts go too.
-        for model in (Document, LexemeStat, Order, Product, Video, Page, Post, Tag, Author):
-            model.objects.all().delete()
+        _demo_snapshot.empty()
     state.invalidate()
 
 
@@ -173,3 +273,10 @@ def host_site(settings):
     settings.USE_X_FORWARDED_HOST = False
     settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "BASE_URL": ""}
     return settings
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules that start servers or workers go first: with the modules shared out among several workers
+    (``make test``), a long module started last would keep one worker busy after the others are done."""
+    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module.__name__ not in slow_modules)

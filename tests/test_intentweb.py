@@ -1,7 +1,7 @@
 """IntentWeb 1.0 (``/intentmanifest.yaml``, ``POST /intent``), with a client written from the spec and NOTES.md's
 signing profile: it hashes and signs with hashlib, rfc8785 and cryptography directly, verifies every response's
 site signature with the key the manifest publishes, and checks every envelope against the upstream JSON Schema
-(../shared/peer-vectors/intentweb/intent-envelope.json)."""
+(tests/data/intentweb/intent-envelope.json)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from agent_handshake.concierge.jobs import complete_waiting, deliver_callback
 from agent_handshake.concierge.jobs import run as run_job
 from agent_handshake.models import AgentClient, ApiKey, Interaction, Job, TrustedActorKey
 from demo_site.shop.models import Appointment
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from tests.test_mcp import tasting_booking
 
 pytestmark = pytest.mark.django_db
 
-PEERS = SHARED / "peer-vectors" / "intentweb"
+PEERS = DATA / "intentweb"
 UPSTREAM = json.loads((PEERS / "intent-envelope.json").read_text())
 UPSTREAM_VALIDATOR = jsonschema.Draft202012Validator(UPSTREAM, format_checker=jsonschema.FormatChecker())
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from pathlib import Path
 
 import pytest
 from django.test import override_settings
@@ -16,11 +15,12 @@ from agent_handshake.concierge.invocation import check_input
 from agent_handshake.models import AgentClient, ApiKey, ConverseSession, Document
 from agent_handshake.registry import capability_registry
 from demo_site.shop.models import Product
+from tests.conftest import DATA
 from tests.nlweb_schema import assert_valid
 
 pytestmark = pytest.mark.django_db
 
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "peer-vectors" / "nlweb-v054"
+VECTORS = DATA / "nlweb-v054"
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Window")
 
 
