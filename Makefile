@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
-# Test processes: one per core (pytest-xdist); TEST_WORKERS=0 runs the suite in this process.
-TEST_WORKERS ?= auto
+# Test processes (pytest-xdist): one more than the cores, since many tests spend their time waiting for the
+# servers and workers they start; TEST_WORKERS=0 runs the suite in this one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 MANAGE := $(BIN)/python manage.py
 
 .PHONY: demo test lint bench dist install-demo install-test clean proto
@@ -22,13 +23,13 @@ $(VENV)/.installed-demo: $(BIN)/python requirements/base.txt requirements/demo.t
 
 $(VENV)/.installed-test: $(VENV)/.installed-demo requirements/test.txt
 	$(BIN)/python -m pip install --quiet -r requirements/test.txt
-	# tests/test_browser.py needs a real browser: Debian's chromium, installed when we may (it says when skipped).
+	# tests/browser/test_pages.py needs a real browser: Debian's chromium, installed when we may (it says when skipped).
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get install -y -qq chromium >/dev/null 2>&1 || \
 	     (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1)) || \
-	    echo "chromium could not be installed: tests/test_browser.py will be skipped"; \
-	  else echo "no chromium (apt-get install chromium): tests/test_browser.py will be skipped"; fi; }
+	    echo "chromium could not be installed: tests/browser/test_pages.py will be skipped"; \
+	  else echo "no chromium (apt-get install chromium): tests/browser/test_pages.py will be skipped"; fi; }
 	touch $@
 
 install-demo: $(VENV)/.installed-demo
@@ -54,7 +55,7 @@ lint: install-test
 bench: install-test
 	$(BIN)/python bench/run.py
 
-## make dist: build the sdist and wheel into dist/ (tests/test_install.py builds and installs the same)
+## make dist: build the sdist and wheel into dist/ (tests/install/test_install.py builds and installs the same)
 dist: install-test
 	$(BIN)/python -m build --outdir dist .
 

@@ -9,7 +9,10 @@ class AgentHandshakeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import (
+            checks,  # noqa: F401  (registers the system checks)
+            tasks,  # noqa: F401  (its tasks, which the concierge and the signal handlers queue by name)
+        )
         from .ahp.render import status_body
         from .concierge.capabilities import register_builtin_capabilities
         from .concierge.jobs import register_callback_renderer, withdraw_deleted_keys_jobs

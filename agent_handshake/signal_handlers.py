@@ -14,6 +14,7 @@ import logging
 from functools import partial
 from typing import Any
 
+from celery import current_app
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import Field, Model, Q
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
@@ -45,8 +46,6 @@ def index_on_save_mode() -> str:
     mode = app_settings.INDEX_ON_SAVE
     if mode != "auto":
         return mode
-    from celery import current_app
-
     conf = current_app.conf
     return "celery" if conf.broker_url or conf.broker_write_url else "sync"
 
@@ -66,8 +65,8 @@ def _reindex_on_commit(model: type[Model], pk: Any, using: str) -> None:
 
 
 def _queue(app_label: str, model_name: str, pk: str) -> None:
-    from .tasks import index_object
-
+    # The indexing tasks are agent_handshake.tasks', which imports what these handlers call: found by name.
+    index_object = current_app.tasks["agent_handshake.index_object"]
     try:
         # One attempt: Celery's publish retries would hold the saving request (and every save of a bulk change)
         # for seconds each while the broker is down; indexing here is the better fallback.
@@ -359,8 +358,7 @@ def _queue_all(app_label: str, model_name: str, pks: list[Any]) -> list[Any]:
     """Queue ``agent_handshake.index_objects`` for the objects, :data:`FOLLOW_BATCH_SIZE` a message, over one broker
     connection; the keys not queued (a broker that cannot be reached: the first failure stops, each further try
     would wait as long)."""
-    from .tasks import index_objects
-
+    index_objects = current_app.tasks["agent_handshake.index_objects"]
     queued = 0
     try:
         with index_objects.app.producer_or_acquire() as producer:

@@ -2,12 +2,12 @@
 
 The demo site (its URLs, templates and content, loaded and indexed in this benchmark's own database) is served on
 127.0.0.1 by Django's runserver (what ``make demo`` runs: it passes almost anything on to Django) and by gunicorn
-(1 worker x 2 threads), every rate limit lifted (all requests come from one address), ``--cases`` each. The
-cases are drawn by hypothesis from the strategies of tests/fuzzing.py that tests/test_robustness.py runs a bounded
-number of, seeded, without shrinking: AHP bodies with hostile strings, wrong types, impossible dates and deep
-nesting, random JSON and bytes; credentials valid (a real key, real signatures) and malformed; Accept,
-Content-Type, Content-Length, Idempotency-Key and conditional headers; any method on the app's URLs and on
-percent-encoded paths holding NULs, encoded surrogates and ``.md`` suffixes.
+(1 worker x 2 threads), every rate limit lifted (all requests come from one address), ``--cases`` each. The cases are
+drawn by hypothesis from the strategies of tests/fuzzing.py that tests/robustness/test_bad_input.py runs a bounded
+number of, seeded, without shrinking: AHP bodies with hostile strings, wrong types, impossible dates and deep nesting,
+random JSON and bytes; credentials valid (a real key, real signatures) and malformed; Accept, Content-Type,
+Content-Length, Idempotency-Key and conditional headers; any method on the app's URLs and on percent-encoded paths
+holding NULs, encoded surrogates and ``.md`` suffixes.
 
 What HTTP cannot carry is adapted, not dropped: header values are sent as UTF-8 bytes with CR/LF made spaces; a
 Content-Length that is a number is sent as the body's true length (a wrong one only desynchronises the

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import socket
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from celery import Celery
 from django.core.cache import caches
 from django.db import connection, transaction
+from filelock import FileLock
 
 from agent_handshake import state
 from agent_handshake.registry import capability_registry, content_registry
@@ -63,6 +65,32 @@ def publish(django_capture_on_commit_callbacks):
     return create
 
 
+@pytest.fixture
+def commit(django_capture_on_commit_callbacks):
+    """Run a change as a committing transaction would: its on-commit callbacks (the indexing) run too."""
+
+    def run(change, *args, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return change(*args, **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def create_tables(db):
+    """Create the tables of models kept out of the project's migrations (``tests/isolated_apps.py``) for one test:
+    they go with its transaction, and so do their content types' rows, which the cache forgets after it."""
+    from django.contrib.contenttypes.models import ContentType
+
+    def create(*models) -> None:
+        with connection.schema_editor() as editor:
+            for model in models:
+                editor.create_model(model)
+
+    yield create
+    ContentType.objects.clear_cache()
+
+
 def _table_counts() -> dict[str, int]:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -85,22 +113,31 @@ def _content_types() -> dict[tuple[str, str], int]:
 class DemoSnapshot:
     """The demo site's content as the ``demo`` fixture and ``agent_reindex`` leave it, table by table.
 
-    Loading and indexing the demo costs seconds (the saves, the full-text statistics, the embeddings); the suite
-    does it once per process and copies the rows back (PostgreSQL ``COPY``) for every module that asks again. A
-    transactional test's flush makes the content types again under new ids: the copied rows' references to them
-    are moved to the new ids before the restore commits.
+    Loading and indexing the demo costs seconds (the saves, the full-text statistics, the embeddings). The first
+    test process of a run to need it does that once, and keeps the rows it wrote (PostgreSQL ``COPY``, binary) in
+    a file that every process of the run then copies back into its own database, for every module that asks. In
+    another database the content types may have other ids (a transactional test's flush makes them again under new
+    ones): the copied rows' references to them are moved to the ids of the same types before the restore commits.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.tables: dict[str, bytes] = {}
         self.content_types: dict[tuple[str, str], int] = {}
 
     def load(self) -> None:
+        if not self.tables:
+            with FileLock(f"{self.path}.lock"):
+                if not self.path.exists():
+                    self.build()
+                    self.path.write_bytes(pickle.dumps((self.tables, self.content_types)))
+                    return
+                self.tables, self.content_types = pickle.loads(self.path.read_bytes())
+        self.restore()
+
+    def build(self) -> None:
         from django.core.management import call_command
 
-        if self.tables:
-            self.restore()
-            return
         before = _table_counts()
         call_command("loaddata", "demo", verbosity=0)
         call_command("agent_reindex", verbosity=0)
@@ -133,6 +170,16 @@ class DemoSnapshot:
                     if table.strip('"') in self.tables:
                         cases = " ".join(f"WHEN {old} THEN {new}" for old, new in moved.items())
                         cursor.execute(f'UPDATE {table} SET "{column}" = CASE "{column}" {cases} ELSE "{column}" END')
+            # The rows keep their ids: the next row a test creates takes the id after the highest.
+            cursor.execute(
+                "SELECT table_name, pg_get_serial_sequence(quote_ident(table_name), 'id')"
+                " FROM information_schema.columns"
+                " WHERE table_schema = current_schema() AND column_name = 'id' AND table_name = ANY(%s)",
+                [list(self.tables)],
+            )
+            for table, sequence in cursor.fetchall():
+                if sequence:
+                    cursor.execute(f'SELECT setval(%s, max(id)) FROM "{table}" HAVING max(id) IS NOT NULL', [sequence])
 
     def empty(self) -> None:
         with connection.cursor() as cursor:
@@ -156,13 +203,21 @@ def _migrated_tables_with_rows(django_db_setup, django_db_blocker) -> set[str]:
         return _tables_with_rows()
 
 
+def _uses_the_database(item: pytest.Item) -> bool:
+    return item.get_closest_marker("django_db") is not None or "django_db_setup" in item.fixturenames
+
+
 @pytest.fixture(scope="module", autouse=True)
-def _module_leaves_the_database_as_it_found_it(_migrated_tables_with_rows, django_db_blocker):
+def _module_leaves_the_database_as_it_found_it(request, django_db_blocker):
     """Rows a module committed (through a live server, a worker, a module-scoped fixture) are removed after it,
     so that no module depends on the order the modules run in or on the worker that runs them."""
+    if not any(_uses_the_database(item) for item in request.session.items if item.module is request.module):
+        yield  # without a test that asks for it, the test database may not even be set up
+        return
+    migrated = request.getfixturevalue("_migrated_tables_with_rows")
     yield
     with django_db_blocker.unblock():
-        left = _tables_with_rows() - _migrated_tables_with_rows
+        left = _tables_with_rows() - migrated
         if left:
             with connection.cursor() as cursor:
                 cursor.execute("TRUNCATE {} CASCADE".format(", ".join(f'"{table}"' for table in sorted(left))))
@@ -170,8 +225,12 @@ def _module_leaves_the_database_as_it_found_it(_migrated_tables_with_rows, djang
 
 
 @pytest.fixture(scope="session")
-def _demo_snapshot() -> DemoSnapshot:
-    return DemoSnapshot()
+def _demo_snapshot(tmp_path_factory, worker_id) -> DemoSnapshot:
+    # The base temporary folder is the worker's own under pytest-xdist; its parent is the whole run's.
+    run_folder = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        run_folder = run_folder.parent
+    return DemoSnapshot(run_folder / "demo-content.snapshot")
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +255,16 @@ def fake_openai():
     from tests.fake_openai import FakeOpenAI
 
     server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def shaped_openai():
+    """The fake server with replies a test may reshape, headers on its failures and a delay (tests/fake_openai.py)."""
+    from tests.fake_openai import ShapedOpenAI
+
+    server = ShapedOpenAI().start()
     yield server
     server.stop()
 
@@ -260,7 +329,7 @@ def lookups(monkeypatch):
     return resolved
 
 
-#: The host the host tests serve the site on (tests/test_discovery_hosts.py, tests/test_hosts_front_doors.py).
+#: The host the host tests serve the site on (tests/discovery/test_hosts.py, tests/discovery/test_front_door_hosts.py).
 SERVED_HOST = "agents.example"
 
 

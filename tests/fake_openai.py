@@ -8,11 +8,13 @@ a status code to exercise retries.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -132,5 +134,37 @@ class FakeOpenAI:
                     )
                 else:
                     self._send(404, {"error": {"message": "not found"}})
+
+        return Handler
+
+
+class ShapedOpenAI(FakeOpenAI):
+    """The tests' fake server, with a chat completion's body a test may reshape (``shape``), a header sent with
+    the scripted failures (``fail_headers``: Retry-After), and a delay before each chat reply (``delay``)."""
+
+    def __init__(self) -> None:
+        self.shape = lambda body: body
+        self.fail_headers: dict[str, str] = {}
+        self.delay = 0.0
+        super().__init__()
+
+    def _handler(self) -> type:
+        fake = self
+        base = super()._handler()
+
+        class Handler(base):  # type: ignore[misc, valid-type]
+            def send_response(self, code: int, message: str | None = None) -> None:
+                super().send_response(code, message)
+                if code >= 400:
+                    for name, value in fake.fail_headers.items():
+                        self.send_header(name, value)
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                if self.path.endswith("/chat/completions"):
+                    time.sleep(fake.delay)
+                    if status == 200:
+                        body = fake.shape(body)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+                    super()._send(status, body)
 
         return Handler

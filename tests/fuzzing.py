@@ -1,9 +1,9 @@
 """Hypothesis strategies for hostile requests, and the invariants every response must keep.
 
-Shared by tests/test_robustness.py (a bounded run in the test suite) and bench/bench_fuzz.py (a soak of 10,000+
-cases over real HTTP). A :class:`Case` is one request: method, percent-encoded path, headers and body bytes.
-Two header values are placeholders filled in when the case is sent, so generated requests can also carry
-valid credentials: :data:`VALID_BEARER` (a real API key) and :data:`SIGN` (a real signature of the body).
+Shared by tests/robustness/test_bad_input.py (a bounded run in the test suite) and bench/bench_fuzz.py (a soak of
+10,000+ cases over real HTTP). A :class:`Case` is one request: method, percent-encoded path, headers and body bytes. Two
+header values are placeholders filled in when the case is sent, so generated requests can also carry valid credentials:
+:data:`VALID_BEARER` (a real API key) and :data:`SIGN` (a real signature of the body).
 """
 
 from __future__ import annotations

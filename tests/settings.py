@@ -67,15 +67,16 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 AGENT_HANDSHAKE = {
     "SITE_NAME": "Test Site",
     "SITE_DESCRIPTION": "A site the test suite builds.",
-    # Index in the request, on commit: most tests need no worker. tests/test_celery.py runs a real one.
+    # Index in the request, on commit: most tests need no worker. tests/content/test_celery_worker.py runs a real one.
     "INDEX_ON_SAVE": "sync",
     # Callback receivers in the tests listen on 127.0.0.1 over plain HTTP; tests of the SSRF rules override these.
     "CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"],
     "CALLBACK_REQUIRE_HTTPS": False,
     "CALLBACK_BACKOFF_SECONDS": 0.2,
-    # /intent-ui/ may book (tests/test_browser.py books an appointment in a real browser).
+    # /intent-ui/ may book (tests/browser/test_pages.py books an appointment in a real browser).
     "INTENT_UI_SCOPES": ["book_appointment"],
-    # The schema templates' pool is clustered after every fragment (tests/test_schema_templates.py tests the interval).
+    # The schema templates' pool is clustered after every fragment (tests/schema_templates/test_schema_templates.py
+    # tests the interval).
     "SCHEMA_POOL_UPDATE_SECONDS": 0,
     # Agent traffic insights: no writer thread, whose commits would escape the tests' transactions; recorded requests
     # are written by recording.flush() on the test's connection. A server a test starts may set the interval (env).
@@ -85,7 +86,8 @@ AGENT_HANDSHAKE = {
 SILENCED_SYSTEM_CHECKS = ["agent_handshake.W005"]
 
 # Celery: the demo's app (demo_site/celery.py) on a filesystem broker in a folder of this test run. Saves in
-# tests that switch INDEX_ON_SAVE back to "celery" only queue files; tests/test_celery.py starts real workers.
+# tests that switch INDEX_ON_SAVE back to "celery" only queue files; tests/content/test_celery_worker.py starts real
+# workers.
 import tempfile  # noqa: E402
 
 CELERY_BROKER_URL = os.environ.get("AGENT_HANDSHAKE_TEST_BROKER", "filesystem://")
@@ -109,7 +111,8 @@ if os.environ.get("AGENT_HANDSHAKE_TEST_EMAIL_DIR"):
     EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
     EMAIL_FILE_PATH = os.environ["AGENT_HANDSHAKE_TEST_EMAIL_DIR"]
 
-# tests/test_nlweb_live.py points its servers' answers at a local OpenAI-compatible model (tests/fake_openai.py).
+# tests/nlweb/test_live_servers.py points its servers' answers at a local OpenAI-compatible model
+# (tests/fake_openai.py).
 if os.environ.get("AGENT_HANDSHAKE_TEST_ANSWER_URL"):
     AGENT_HANDSHAKE["ANSWER_BACKEND"] = "agent_handshake.concierge.backends.OpenAIAnswerer"
     AGENT_HANDSHAKE["ANSWER_OPTIONS"] = {
@@ -119,9 +122,9 @@ if os.environ.get("AGENT_HANDSHAKE_TEST_ANSWER_URL"):
         "max_retries": 0,
     }
 
-# tests/test_openapi_fuzz.py sends hundreds of generated requests to one server: the limits are not under test there.
+# tests/openapi/test_fuzz.py sends hundreds of generated requests to one server: the limits are not under test there.
 if os.environ.get("AGENT_HANDSHAKE_TEST_SITE_PRIVATE_KEY"):
-    # A live server whose site key does not load (tests/test_browser.py: the intent page facing a 503).
+    # A live server whose site key does not load (tests/browser/test_pages.py: the intent page facing a 503).
     AGENT_HANDSHAKE["SITE_PRIVATE_KEY"] = os.environ["AGENT_HANDSHAKE_TEST_SITE_PRIVATE_KEY"]
 if os.environ.get("AGENT_HANDSHAKE_TEST_NO_LIMITS"):
     AGENT_HANDSHAKE["RATE_LIMITS"] = {
@@ -130,6 +133,6 @@ if os.environ.get("AGENT_HANDSHAKE_TEST_NO_LIMITS"):
     }
     AGENT_HANDSHAKE["ACTION_RATE_LIMIT"] = "100000/minute"
 
-# tests/test_browser.py opens the API reference in a real browser, on a server started with this set.
+# tests/browser/test_pages.py opens the API reference in a real browser, on a server started with this set.
 if os.environ.get("AGENT_HANDSHAKE_TEST_API_DOCS"):
     AGENT_HANDSHAKE["API_DOCS"] = True

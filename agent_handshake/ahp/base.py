@@ -13,7 +13,13 @@ from ..concierge import errors
 from ..concierge.validation import named
 from ..frontdoor import FrontDoorView
 from ..identity.authentication import BodyCredentialsAuthentication
+from ..registry import Capability, capability_registry
 from .errors import error_response, render_error
+
+
+def converse_capabilities() -> list[Capability]:
+    """Capabilities the AHP endpoints answer: those with a handler, currently available."""
+    return [capability for capability in capability_registry.available() if capability.handler is not None]
 
 
 class BodyTokenAuthentication(BodyCredentialsAuthentication):
@@ -67,8 +73,6 @@ class MissingNameView(AHPView):
             return errors.NotFound(
                 f"No session_id is in the URL: a job's status is at GET {status}<session_id>.", reason="unknown_session"
             )
-        from .converse import converse_capabilities  # converse.py builds on this module
-
         available = [capability.name for capability in converse_capabilities()]
         capability = reverse("agent_handshake:capability", args=["-"])[:-1]
         return errors.UnknownCapability(

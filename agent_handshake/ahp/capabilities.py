@@ -22,19 +22,10 @@ from rest_framework.request import Request
 
 from ..concierge.validation import MAX_PROBLEMS, named
 from ..registry import Capability
-from .converse import ConverseView, converse_capabilities
-from .openapi import CapabilityOperation
+from .base import converse_capabilities
+from .converse import ConverseView
+from .openapi import COMMON, CapabilityOperation, input_fields
 from .request import ConverseRequest, RequestError, parse_data
-
-#: The body keys every capability operation takes (besides a MODE3 capability's input fields).
-COMMON = ("query", "session_id", "clarification", "context")
-
-
-def input_fields(capability: Capability) -> list[str]:
-    """The MODE3 input fields a capability operation takes at the top level of its body."""
-    if not capability.action_type or not capability.input_schema:
-        return []
-    return [name for name in (capability.input_schema.get("properties") or {}) if name not in (*COMMON, "auth")]
 
 
 class CapabilityView(ConverseView):

@@ -31,21 +31,16 @@ from ..concierge.invocation import authorize
 from ..frontdoor import described
 from ..identity import auth
 from ..identity.authentication import AgentKeyAuthentication
-from ..registry import Capability, capability_registry, content_registry
+from ..registry import Capability, content_registry
 from ..retrieval.hybrid import Filters
 from . import invoke
-from .base import AHPView, BodyTokenAuthentication
+from .base import AHPView, BodyTokenAuthentication, converse_capabilities
 from .errors import error_response
 from .negotiation import UnsupportedType, negotiate
 from .openapi import CONVERSE
 from .request import ConverseRequest, RequestError, parse_data
 
 logger = logging.getLogger(__name__)
-
-
-def converse_capabilities() -> list[Capability]:
-    """Capabilities this endpoint answers: those with a handler, currently available."""
-    return [capability for capability in capability_registry.available() if capability.handler is not None]
 
 
 #: The capability a question goes to when it names none and no action capability claims it.

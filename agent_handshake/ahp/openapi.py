@@ -16,6 +16,16 @@ from drf_spectacular.utils import OpenApiResponse
 from ..registry import Capability
 from .request import REQUEST_SCHEMA
 
+#: The body keys every capability operation takes (besides a MODE3 capability's input fields).
+COMMON = ("query", "session_id", "clarification", "context")
+
+
+def input_fields(capability: Capability) -> list[str]:
+    """The MODE3 input fields a capability operation takes at the top level of its body."""
+    if not capability.action_type or not capability.input_schema:
+        return []
+    return [name for name in (capability.input_schema.get("properties") or {}) if name not in (*COMMON, "auth")]
+
 
 def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -194,8 +204,6 @@ def capability_components(capability: Capability) -> dict[str, Any]:
 
 def capability_request(capability: Capability) -> dict[str, Any]:
     """The flat body of ``POST /capabilities/<name>``."""
-    from .capabilities import COMMON, input_fields  # the view imports this module for its schema
-
     properties: dict[str, Any] = {
         "query": {**REQUEST_SCHEMA["properties"]["query"], "description": "What you want, in natural language."},
         "session_id": {

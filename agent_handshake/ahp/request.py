@@ -36,7 +36,7 @@ DATE = {"type": "string", "maxLength": 40}
 
 REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
-    # The published schema requires "capability" too; without it the query is routed (tests/test_routing.py).
+    # The published schema requires "capability" too; without it the query is routed (tests/concierge/test_routing.py).
     "required": ["query"],
     "properties": {
         "ahp": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},

@@ -35,6 +35,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from celery import current_app
 from django.core.cache import caches
 from django.db import connection, transaction
 from django.db.models import F
@@ -121,10 +122,10 @@ def schedule(capability_name: str) -> None:
     )):  # fmt: skip
         return
     if mode == "celery":
-        from ..tasks import update_input_pool
-
-        try:
-            update_input_pool.apply_async((capability_name,), countdown=interval, retry=False)
+        try:  # the task is agent_handshake.tasks', which runs this module's code: it is found by name
+            current_app.tasks["agent_handshake.update_input_pool"].apply_async(
+                (capability_name,), countdown=interval, retry=False
+            )
             return
         except Exception:
             logger.warning("Could not queue the input pool update of %s; updating it here.", capability_name)

@@ -43,6 +43,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from celery import current_app
 from django.db import DatabaseError, models, transaction
 from django.db.models import Case, CharField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Now
@@ -73,20 +74,19 @@ ACTIVE = [Status.QUEUED, Status.RUNNING]
 # agent told "500" about a job it was in fact given would start it again); the row stays, and recover() sends it.
 
 
-def _enqueue(job_id: str, countdown: float | None = None) -> None:
-    from ..tasks import run_job
+# The tasks are defined in agent_handshake.tasks, which runs this module's code: they are found by name.
 
+
+def _enqueue(job_id: str, countdown: float | None = None) -> None:
     try:
-        run_job.apply_async((job_id,), countdown=countdown)
+        current_app.tasks["agent_handshake.run_job"].apply_async((job_id,), countdown=countdown)
     except Exception:
         logger.exception("Job %s: the broker did not take its message; recovery will send it again", job_id)
 
 
 def _enqueue_callback(job_id: str, countdown: float | None = None) -> None:
-    from ..tasks import deliver_callback
-
     try:
-        deliver_callback.apply_async((job_id,), countdown=countdown)
+        current_app.tasks["agent_handshake.deliver_callback"].apply_async((job_id,), countdown=countdown)
     except Exception:
         logger.exception("Job %s: the broker did not take its callback; recovery will send it again", job_id)
 

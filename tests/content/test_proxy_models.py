@@ -1,0 +1,155 @@
+"""A save re-indexes every registered model whose rows it writes, whichever class it was made through: a registered
+proxy when its concrete model is saved (Django sends the signal for the class saved), a registered model when one
+of its proxies is saved or deleted, and a registered parent when a child of multi-table inheritance is saved."""
+
+from __future__ import annotations
+
+import pytest
+from django.apps.registry import Apps
+from django.contrib.contenttypes.models import ContentType
+from django.db import models
+
+import agent_handshake
+from agent_handshake.models import Document
+from agent_handshake.registry import ContentConfig
+
+pytestmark = pytest.mark.django_db
+
+leaves = Apps()  # kept out of the project's app registry
+
+
+class Leaf(models.Model):
+    title = models.CharField(max_length=100)
+    body = models.TextField(blank=True)
+    featured = models.BooleanField(default=False)
+
+    class Meta:
+        app_label = "leaves"
+        apps = leaves
+
+    def __str__(self):
+        return self.title
+
+    def get_absolute_url(self):
+        return f"/leaves/{self.pk}/"
+
+
+class FeaturedLeaf(Leaf):
+    """What a site registers when agents should see some rows of a model, told apart by a config of their own."""
+
+    class Meta:
+        proxy = True
+        app_label = "leaves"
+        apps = leaves
+
+
+class PressedLeaf(Leaf):
+    """A child of multi-table inheritance: saving it saves its Leaf row too."""
+
+    pressed_on = models.DateField(null=True)
+
+    class Meta:
+        app_label = "leaves"
+        apps = leaves
+
+
+class LeafContent(ContentConfig):
+    title_field = "title"
+    body_field = "body"
+
+
+class FeaturedLeafContent(LeafContent):
+    def get_queryset(self):
+        return FeaturedLeaf.objects.filter(featured=True)
+
+
+@pytest.fixture
+def leaf_tables(registries, create_tables):
+    create_tables(Leaf, PressedLeaf)
+
+
+def titles() -> list[str]:
+    # A proxy's documents are stored under its concrete model's content type, as ContentType.get_for_model gives it.
+    return sorted(
+        Document.objects.filter(content_type=ContentType.objects.get_for_model(Leaf)).values_list("title", flat=True)
+    )
+
+
+def test_a_registered_proxy_follows_saves_of_its_concrete_model(leaf_tables, django_capture_on_commit_callbacks):
+    """post_save's sender is the class saved (Leaf), which was not registered: the proxy's document was never
+    written, nor changed or removed afterwards, until agent_reindex."""
+    agent_handshake.register(FeaturedLeaf, FeaturedLeafContent)
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf = Leaf.objects.create(title="Sencha", body="Steamed green tea.", featured=True)
+        Leaf.objects.create(title="Dust", body="Not featured.")
+    assert titles() == ["Sencha"]
+
+    leaf.title = "Sencha, first flush"
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf.save()
+    assert titles() == ["Sencha, first flush"]
+
+    leaf.featured = False
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf.save()
+    assert titles() == []
+
+    leaf.featured = True
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf.save()
+    assert titles() == ["Sencha, first flush"]
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf.delete()
+    assert titles() == []
+
+
+def test_a_registered_model_follows_saves_and_deletes_through_its_proxy(
+    leaf_tables, django_capture_on_commit_callbacks
+):
+    """Saved through a proxy, the signal's sender is the proxy, which had no receiver: the registered model's
+    document was never written, changed or deleted."""
+    agent_handshake.register(Leaf, LeafContent)
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf = FeaturedLeaf.objects.create(title="Genmaicha", body="With roasted rice.", featured=True)
+    assert titles() == ["Genmaicha"]
+
+    leaf.title = "Genmaicha with matcha"
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf.save()
+    assert titles() == ["Genmaicha with matcha"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        leaf.delete()
+    assert titles() == []
+
+
+def test_a_registered_parent_follows_saves_of_its_child_model(leaf_tables, django_capture_on_commit_callbacks):
+    """Saving a child of multi-table inheritance writes the parent's row (its title here), but the signal names only
+    the child: the parent's document stayed as it was."""
+    agent_handshake.register(Leaf, LeafContent)
+    with django_capture_on_commit_callbacks(execute=True):
+        pressed = PressedLeaf.objects.create(title="Pressed oolong", body="Kept in a book.")
+    assert titles() == ["Pressed oolong"]
+
+    pressed.title = "Pressed oolong, 1998"
+    with django_capture_on_commit_callbacks(execute=True):
+        pressed.save()
+    assert titles() == ["Pressed oolong, 1998"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        pressed.delete()
+    assert titles() == []
+
+
+def test_a_model_registered_beside_its_proxy_is_indexed_only_as_the_class_saved(
+    leaf_tables, django_capture_on_commit_callbacks
+):
+    """Both share one table, so one content type: their documents of a row are one document (an overlap the site
+    should avoid). A save indexes it as the class it was saved through, as before, not as both in turn (the proxy's
+    run would delete what the model's run wrote, for a row outside the proxy's queryset)."""
+    agent_handshake.register(Leaf, LeafContent)
+    agent_handshake.register(FeaturedLeaf, FeaturedLeafContent)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        Leaf.objects.create(title="Bancha", body="Late harvest.")
+    assert len(callbacks) == 1
+    assert titles() == ["Bancha"]
