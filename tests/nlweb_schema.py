@@ -1,6 +1,7 @@
-"""A JSON Schema of NLWeb v0.54 responses, written from ../shared/specs/nlweb-0.54.txt §4 (the spec publishes
-none): ``_meta`` with ``response_type`` and ``version`` always; then the body of that type. Result objects are
-schema.org typed objects (``@type``), with optional ``grounding`` (object) and ``actions`` (§7's shape)."""
+"""A JSON Schema of NLWeb v0.54 responses, written from §4 of the NLWeb v0.54 specification (it publishes none;
+the examples it comes with are in tests/data/nlweb-v054/): ``_meta`` with ``response_type`` and ``version``
+always; then the body of that type. Result objects are schema.org typed objects (``@type``), with optional
+``grounding`` (object) and ``actions`` (§7's shape)."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def test_sdist_and_wheel(dist):
         names = [name.split("/", 1)[1] for name in archive.getnames() if "/" in name]
     assert "LICENSE" in names
     assert "agent_handshake/py.typed" in names
-    # All of the test suite or none of it: it needs the demo site and ../shared, so none.
+    # All of the test suite or none of it: it needs the demo site beside the package, so none.
     assert not [name for name in names if name.startswith("tests/")]
 
     (wheel,) = dist.glob("*.whl")
