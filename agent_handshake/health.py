@@ -127,7 +127,7 @@ class IndexingBroker(HealthCheck):
     def run(self) -> None:
         from celery import current_app
 
-        from .signal_handlers import index_on_save_mode
+        from .indexing import index_on_save_mode
 
         if index_on_save_mode() != "celery":
             return

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from celery import current_app
 from django.contrib.contenttypes.models import ContentType
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -17,11 +18,25 @@ from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from . import signals, state
+from .conf import app_settings
 from .models import Document
 from .registry import ContentConfig, content_registry
 from .retrieval.index import delete_passages, lock_documents
 
 logger = logging.getLogger(__name__)
+
+
+def index_on_save_mode() -> str:
+    """The effective ``INDEX_ON_SAVE``: "celery", "sync" or "off" ("auto" resolved).
+
+    "auto" queues to Celery only when the project's Celery app names a broker (``CELERY_BROKER_URL`` with the
+    standard Django setup): without one, Celery would try amqp://localhost on every save.
+    """
+    mode = app_settings.INDEX_ON_SAVE
+    if mode != "auto":
+        return mode
+    conf = current_app.conf
+    return "celery" if conf.broker_url or conf.broker_write_url else "sync"
 
 
 def _as_datetime(value: Any) -> datetime.datetime | None:

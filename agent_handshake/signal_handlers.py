@@ -20,7 +20,7 @@ from django.db.models import Field, Model, Q
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
 
 from . import signals, state
-from .conf import app_settings
+from .indexing import index_on_save_mode
 from .registry import ContentConfig, content_registry, followed_model, followed_relation
 
 logger = logging.getLogger(__name__)
@@ -35,19 +35,6 @@ FOLLOW_SYNC_LIMIT = 200
 #: In "celery" mode, how many of those objects one ``agent_handshake.index_objects`` message carries: an author of
 #: 10,000 posts is 40 messages, not 10,000, and a batch still finishes well within a worker's time limits.
 FOLLOW_BATCH_SIZE = 250
-
-
-def index_on_save_mode() -> str:
-    """The effective ``INDEX_ON_SAVE``: "celery", "sync" or "off" ("auto" resolved).
-
-    "auto" queues to Celery only when the project's Celery app names a broker (``CELERY_BROKER_URL`` with the
-    standard Django setup): without one, Celery would try amqp://localhost on every save.
-    """
-    mode = app_settings.INDEX_ON_SAVE
-    if mode != "auto":
-        return mode
-    conf = current_app.conf
-    return "celery" if conf.broker_url or conf.broker_write_url else "sync"
 
 
 def _reindex_on_commit(model: type[Model], pk: Any, using: str) -> None:

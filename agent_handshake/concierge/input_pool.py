@@ -43,6 +43,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from ..conf import app_settings
+from ..indexing import index_on_save_mode
 from ..models import ProposedField, UnmappedFragment
 from ..registry import capability_registry
 from ..retrieval.clustering import cluster, unit
@@ -113,8 +114,6 @@ def schedule(capability_name: str) -> None:
     has passed, or, without a broker ("sync"), in this process now. With "off", or when a "sync" update was
     skipped because one ran within the interval, the ``cleanup_sessions`` beat task (and
     ``agent_cleanup_sessions``) updates every pool that has new fragments (:func:`update_all`)."""
-    from ..signal_handlers import index_on_save_mode
-
     mode = index_on_save_mode()
     interval = app_settings.SCHEMA_POOL_UPDATE_SECONDS
     if mode == "off" or (interval and not caches[app_settings.CACHE_ALIAS].add(

@@ -1,10 +1,23 @@
 """The package's import graph, as import-linter builds it (grimp): no module imports, directly or through others,
-a module that imports it back. Imports inside functions count too: moving an import into a function hides a cycle
-from the interpreter, not from this test."""
+a module that imports it back (imports inside functions count too: moving an import into a function hides a cycle
+from the interpreter, not from this test); and every module is in a layer of the import-linter contract that
+``make lint`` checks, so a new module cannot sit outside the architecture unnoticed."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import grimp
+import pytest
+import tomllib
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("agent_handshake", cache_dir=None)
 
 
 def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -42,10 +55,25 @@ def import_cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     return cycles
 
 
-def test_the_package_has_no_import_cycles():
-    graph = grimp.build_graph("agent_handshake", cache_dir=None)
+def test_the_package_has_no_import_cycles(graph):
     assert len(graph.modules) > 100  # the whole package was read
     assert import_cycles(graph) == []
+
+
+def layered_packages() -> list[str]:
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    return [name for contract in contracts for layer in contract.get("layers", []) for name in re.split(r"[|:]", layer)]
+
+
+def test_every_module_is_in_a_layer(graph):
+    layers = [name.strip() for name in layered_packages()]
+    assert "agent_handshake.concierge" in layers
+    outside = [
+        module
+        for module in sorted(graph.modules - {"agent_handshake"})
+        if not any(module == layer or module.startswith(f"{layer}.") for layer in layers)
+    ]
+    assert outside == []
 
 
 def test_a_cycle_is_found_however_long():
