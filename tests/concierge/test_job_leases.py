@@ -13,7 +13,7 @@ from django.utils import timezone
 from agent_handshake.concierge.jobs import CLAIM_LEASE
 from agent_handshake.models import Job
 from agent_handshake.tasks import run_job
-from tests.concierge.test_jobs import key_with_secret
+from tests.concierge.test_jobs import HeldAfterClaim, key_with_secret
 from tests.testapp.models import Report
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,24 +25,15 @@ def test_between_its_claim_and_its_run_a_worker_holds_nothing_in_its_database_se
     connection, or never, and keep every later delivery off the job."""
     key, _ = key_with_secret()
     job = Job.objects.create(capability="compile_report", api_key=key, input={"topic": "sencha"})
-    claimed, go_on = threading.Event(), threading.Event()
+    held = HeldAfterClaim()
     worker: dict[str, object] = {}
-    locks: list[str] = []
-
-    def between_claim_and_run(execute, sql, params, many, context):
-        if "FOR UPDATE" in sql:
-            locks.append(sql)
-            if len(locks) == 2:  # the run's row lock: the claim before it is committed
-                claimed.set()
-                go_on.wait(30)
-        return execute(sql, params, many, context)
 
     def deliver():
         try:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_backend_pid()")
                 worker["pid"] = cursor.fetchone()[0]
-            with connection.execute_wrapper(between_claim_and_run):
+            with connection.execute_wrapper(held):
                 worker["status"] = run_job.apply((job.pk,)).get()
         finally:
             connection.close()
@@ -50,14 +41,14 @@ def test_between_its_claim_and_its_run_a_worker_holds_nothing_in_its_database_se
     thread = threading.Thread(target=deliver)
     thread.start()
     try:
-        assert claimed.wait(30), "the worker did not claim the job"
+        assert held.claimed.wait(30), "the worker did not claim the job"
         with connection.cursor() as cursor:
             cursor.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", [worker["pid"]])
             assert cursor.fetchone()[0] == "idle"  # between two transactions: what a pooler hands to others
             cursor.execute("SELECT locktype, mode FROM pg_locks WHERE pid = %s", [worker["pid"]])
             assert cursor.fetchall() == []
     finally:
-        go_on.set()
+        held.go_on.set()
         thread.join(30)
     assert worker["status"] == "success"
     assert Job.objects.get(pk=job.pk).attempts == 1

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -386,12 +387,27 @@ def test_secrets_are_recomputed_for_signing_only_from_secret_key(settings):
     assert keys.recover_secret(key.key_id, key.salt, key.secret_hash) == secret
 
 
+class HeldAfterClaim:
+    """A database execute wrapper that holds a job's delivery between its claim (committed) and its run: ``claimed``
+    is set when the run asks for the job's row lock, and the delivery goes on once ``go_on`` is set."""
+
+    def __init__(self) -> None:
+        self.claimed, self.go_on = threading.Event(), threading.Event()
+        self.locks: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        if "FOR UPDATE" in sql:
+            self.locks.append(sql)
+            if len(self.locks) == 2:  # the run's row lock: the claim before it is committed
+                self.claimed.set()
+                self.go_on.wait(30)
+        return execute(sql, params, many, context)
+
+
 def test_a_duplicate_message_while_a_worker_has_the_job_uses_no_attempt():
     """Celery may deliver one message twice (acks_late: a redelivery, a lost acknowledgement). A copy that arrives
     while the first delivery's worker has the job (here: its claim is committed, its run not yet begun) is no try:
     it must neither count an attempt nor, for a job on its last attempt, fail it untried."""
-    import threading
-
     from agent_handshake.conf import app_settings
     from agent_handshake.tasks import run_job
 
@@ -401,21 +417,12 @@ def test_a_duplicate_message_while_a_worker_has_the_job_uses_no_attempt():
         capability="compile_report", api_key=key, input={"topic": "genmaicha blends"}, attempts=last - 1
     )  # tried before; this delivery is its last attempt
     message_id = str(uuid.uuid4())
-    claimed, go_on = threading.Event(), threading.Event()
-    locks: list[str] = []
+    held = HeldAfterClaim()
     first: dict[str, str] = {}
-
-    def between_claim_and_run(execute, sql, params, many, context):
-        if "FOR UPDATE" in sql:
-            locks.append(sql)
-            if len(locks) == 2:  # the run's row lock: the claim before it is committed
-                claimed.set()
-                go_on.wait(30)
-        return execute(sql, params, many, context)
 
     def first_delivery():
         try:
-            with connection.execute_wrapper(between_claim_and_run):
+            with connection.execute_wrapper(held):
                 first["status"] = run_job.apply((job.pk,), task_id=message_id).get()
         finally:
             connection.close()
@@ -423,13 +430,13 @@ def test_a_duplicate_message_while_a_worker_has_the_job_uses_no_attempt():
     worker = threading.Thread(target=first_delivery)
     worker.start()
     try:
-        assert claimed.wait(30), "the first delivery did not claim the job"
+        assert held.claimed.wait(30), "the first delivery did not claim the job"
         assert Job.objects.get(pk=job.pk).attempts == last
         assert run_job.apply((job.pk,), task_id=message_id).get() == "skipped"  # the same message, again
         job.refresh_from_db()
         assert (job.status, job.attempts, job.error) == ("running", last, None)
     finally:
-        go_on.set()
+        held.go_on.set()
         worker.join(30)
     assert first["status"] == "success"
     job.refresh_from_db()
