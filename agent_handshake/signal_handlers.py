@@ -52,7 +52,7 @@ def _reindex_on_commit(model: type[Model], pk: Any, using: str) -> None:
 
 
 def _queue(app_label: str, model_name: str, pk: str) -> None:
-    # The indexing tasks are agent_handshake.tasks', which imports what these handlers call: found by name.
+    # Found by name: agent_handshake.tasks defines the indexing tasks and imports what these handlers call.
     index_object = current_app.tasks["agent_handshake.index_object"]
     try:
         # One attempt: Celery's publish retries would hold the saving request (and every save of a bulk change)

@@ -121,7 +121,7 @@ def schedule(capability_name: str) -> None:
     )):  # fmt: skip
         return
     if mode == "celery":
-        try:  # the task is agent_handshake.tasks', which runs this module's code: it is found by name
+        try:  # found by name: agent_handshake.tasks defines the task and calls this module
             current_app.tasks["agent_handshake.update_input_pool"].apply_async(
                 (capability_name,), countdown=interval, retry=False
             )

@@ -72,9 +72,7 @@ ACTIVE = [Status.QUEUED, Status.RUNNING]
 
 # Both run after the job's row is committed: a broker that cannot take the message must not fail the request (an
 # agent told "500" about a job it was in fact given would start it again); the row stays, and recover() sends it.
-
-
-# The tasks are defined in agent_handshake.tasks, which runs this module's code: they are found by name.
+# The tasks are found by name: agent_handshake.tasks defines them and calls this module.
 
 
 def _enqueue(job_id: str, countdown: float | None = None) -> None:
