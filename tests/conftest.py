@@ -91,17 +91,25 @@ def create_tables(db):
     ContentType.objects.clear_cache()
 
 
+def _tables(cursor) -> list[str]:
+    cursor.execute("SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace")
+    return [name for (name,) in cursor.fetchall()]
+
+
 def _table_counts() -> dict[str, int]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace"
-        )
-        tables = [name for (name,) in cursor.fetchall()]
         counts = {}
-        for table in tables:
+        for table in _tables(cursor):
             cursor.execute(f'SELECT count(*) FROM "{table}"')
             counts[table] = cursor.fetchone()[0]
     return counts
+
+
+def _tables_with_rows() -> set[str]:
+    with connection.cursor() as cursor:
+        tables = _tables(cursor)
+        cursor.execute(" UNION ALL ".join(f"(SELECT '{table}' FROM \"{table}\" LIMIT 1)" for table in tables))
+        return {name for (name,) in cursor.fetchall()}
 
 
 def _content_types() -> dict[tuple[str, str], int]:
@@ -181,20 +189,6 @@ class DemoSnapshot:
                 if sequence:
                     cursor.execute(f'SELECT setval(%s, max(id)) FROM "{table}" HAVING max(id) IS NOT NULL', [sequence])
 
-    def empty(self) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE {} CASCADE".format(", ".join(f'"{table}"' for table in self.tables)))
-
-
-def _tables_with_rows() -> set[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace"
-        )
-        tables = [name for (name,) in cursor.fetchall()]
-        cursor.execute(" UNION ALL ".join(f"(SELECT '{table}' FROM \"{table}\" LIMIT 1)" for table in tables))
-        return {name for (name,) in cursor.fetchall()}
-
 
 @pytest.fixture(scope="session")
 def _migrated_tables_with_rows(django_db_setup, django_db_blocker) -> set[str]:
@@ -237,15 +231,11 @@ def _demo_snapshot(tmp_path_factory, worker_id) -> DemoSnapshot:
 def demo_content(django_db_setup, django_db_blocker, _demo_snapshot):
     """The demo site's content, loaded and indexed (documents and passages), for a test module.
 
-    It is written outside the per-test transactions, so the module's tests share it, and emptied afterwards so
-    other modules see the empty database they expect.
+    It is written outside the per-test transactions, so the module's tests share it; like every row a module
+    commits, it is removed after the module (``_module_leaves_the_database_as_it_found_it``).
     """
     with django_db_blocker.unblock():
         _demo_snapshot.load()
-    state.invalidate()
-    yield
-    with django_db_blocker.unblock():
-        _demo_snapshot.empty()
     state.invalidate()
 
 
