@@ -2,6 +2,8 @@ from django.apps import AppConfig
 from django.db.models.signals import pre_delete
 from django.utils.module_loading import autodiscover_modules
 
+from .conf import app_settings
+
 
 class AgentHandshakeConfig(AppConfig):
     name = "agent_handshake"
@@ -9,17 +11,19 @@ class AgentHandshakeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Not at import: Django imports this module while it populates the app registry, before the models, and
+        # each of these modules imports models (directly or through others).
         from . import (
             checks,  # noqa: F401  (registers the system checks)
             tasks,  # noqa: F401  (its tasks, which the concierge and the signal handlers queue by name)
         )
         from .ahp.render import status_body
         from .concierge.capabilities import register_builtin_capabilities
-        from .concierge.jobs import register_callback_renderer, withdraw_deleted_keys_jobs
-        from .conf import app_settings
+        from .concierge.job_callbacks import register_callback_renderer
+        from .concierge.job_owners import withdraw_deleted_keys_jobs
+        from .concierge.template_publishing import connect as connect_schema_templates
         from .intentweb.views import callback_body as intent_callback
         from .models import ApiKey
-        from .schema_templates.receivers import connect as connect_schema_templates
         from .schema_templates.views import callback_body as schema_templates_callback
         from .signal_handlers import connect
 

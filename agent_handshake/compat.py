@@ -11,6 +11,7 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 def openai_client(base_url: str | None, api_key: str | None, timeout: float, max_retries: int) -> tuple[Any, Any, str]:
     """``(openai module, client, base URL)`` for any OpenAI-compatible server; ``OPENAI_BASE_URL`` and
     ``OPENAI_API_KEY`` fill what is not given. Raises ImportError without the ``openai`` extra."""
+    # Optional: the ``openai`` extra; imported only by a site that configures an OpenAI-compatible backend.
     import openai
 
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL

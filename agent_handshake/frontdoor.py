@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import abc
 import functools
+import ipaddress
 import logging
+import re
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponseBase
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
@@ -53,6 +55,52 @@ logger = logging.getLogger(__name__)
 
 #: The header every front door sends with an idempotent retry's stored answer.
 REPLAYED = "Idempotent-Replayed"
+
+
+PORT = re.compile(r"^\[(?P<v6>[^\]]+)\](?::\d+)?$|^(?P<v4>[\d.]+):\d+$")
+
+
+def forwarded_address(request: HttpRequest) -> str | None:
+    """The client's address as the ``TRUSTED_PROXY_COUNT`` reverse proxies in front of the site saw it.
+
+    Each proxy appends the address it received the request from to ``X-Forwarded-For``, so the last N entries
+    are written by the site's own proxies and the N-th from the right is the client; anything further left
+    came from the client and is ignored. With no proxies, or a header shorter than the proxy chain (a request
+    that did not come through all of it), ``REMOTE_ADDR``.
+    """
+    proxies = app_settings.TRUSTED_PROXY_COUNT
+    if proxies > 0:
+        header = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        hops = [hop.strip() for hop in header.split(",") if hop.strip()]
+        if len(hops) >= proxies:
+            return hops[-proxies]
+    return request.META.get("REMOTE_ADDR")
+
+
+def _parse_address(value: object) -> str | None:
+    """``value`` as a normalised IP address (an IPv4-mapped IPv6 address as IPv4, a port or an IPv6 zone
+    dropped), else None."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    port = PORT.match(value)
+    if port:
+        value = port.group("v6") or port.group("v4")
+    value = value.split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return str(address)
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The visiting agent's IP address: ``CLIENT_IP_FUNCTION``'s answer when set, else :func:`forwarded_address`;
+    None when it is not a valid address. Every per-client count and anonymous session ownership use this."""
+    find = app_settings.CLIENT_IP_FUNCTION
+    return _parse_address(find(request) if find else forwarded_address(request))
 
 
 def _too_large() -> errors.TooLarge:
@@ -216,7 +264,7 @@ class FrontDoorView(APIView, abc.ABC):
         try:
             credentials = getattr(getattr(self, "request", None), "_auth", None)
             kind, agent = recording.who_asked(credentials)
-            address = ratelimit.client_address(request) if kind == recording.AgentKind.ANONYMOUS else None
+            address = client_address(request) if kind == recording.AgentKind.ANONYMOUS else None
             record.settle(status, agent_kind=kind, agent=agent, address=address)
         except Exception:
             logger.exception("An agent request's sender could not be recorded")
@@ -230,7 +278,7 @@ class FrontDoorView(APIView, abc.ABC):
         return super().initialize_request(request, *args, **kwargs)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        self.counter = ratelimit.Counter(request._request)
+        self.counter = ratelimit.Counter(client_address(request._request))
         # Every method: a signed GET's authentication reads the body, which Django sizes by Content-Length.
         check_declared_length(request._request)
         super().initial(request, *args, **kwargs)  # authenticates, unless lazily
@@ -261,16 +309,14 @@ class FrontDoorView(APIView, abc.ABC):
         """Count the request (per API key, else per network); ``again`` counts one more on the same counter (a
         batch's second and later messages: each is a request)."""
         if request.auth is None:
-            usage = self.counter.add(ratelimit.count_ip(request._request)) if again else self.counter.count_ip()
+            usage = self.counter.add(ratelimit.count_ip(self.counter.address)) if again else self.counter.count_ip()
             message = "Rate limit exceeded for this IP address."
         else:
-            usage = self.counter.add(
-                ratelimit.count_key(request._request, request.auth.rate_key, request.auth.rate_tier)
-            )
+            usage = self.counter.add(ratelimit.count_key(request.auth.rate_key, request.auth.rate_tier))
             message = "Rate limit exceeded for this API key."
             network = None
             if not usage.exceeded and request.auth.agent is not None:
-                network = ratelimit.count_did_network(request._request)
+                network = ratelimit.count_did_network(self.counter.address)
             if network is not None:
                 usage = self.counter.add(network)
                 message = "Rate limit exceeded for this network's verified agents."
@@ -296,7 +342,7 @@ class FrontDoorView(APIView, abc.ABC):
 
     def finalize_response(self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)
-        counter = getattr(self, "counter", None) or ratelimit.Counter(request._request)
+        counter = getattr(self, "counter", None) or ratelimit.Counter(client_address(request._request))
         credentials = getattr(request, "_auth", None)  # never authenticates here: only what the request did
         # A 5xx is the site's failure (search down, a key that does not load), not the agent's: it moves no trust.
         failed = response.status_code >= 500 or (self.site_failed and not self.declined)
@@ -313,4 +359,20 @@ class FrontDoorView(APIView, abc.ABC):
         if getattr(credentials, "agent", None) is not None and asked and not failed and not idle:
             note = "" if accepted or status >= 400 else " (not accepted)"
             trust.record(credentials.agent.pk, accepted, f"{request.method} {request.path[:120]} -> {status}{note}")
-        return counter.headers(response)
+        return rate_limit_headers(response, counter)
+
+
+def rate_limit_headers(response: HttpResponseBase, counter: ratelimit.Counter) -> HttpResponseBase:
+    """The four ``X-RateLimit-*`` headers of the counter :meth:`~.concierge.limits.Counter.reported` names, and on a
+    429 ``Retry-After``: the longer of that counter's wait and the one the refusal gave (a budget may refuse with no
+    counter of its own in the request). A request refused for something else (a body over the cap) gets no
+    ``Retry-After``: it would not succeed for waiting."""
+    usage, retry_after = counter.reported(refused=response.status_code == 429)
+    response.headers["X-RateLimit-Limit"] = str(usage.limit)
+    response.headers["X-RateLimit-Remaining"] = str(usage.remaining)
+    response.headers["X-RateLimit-Reset"] = str(usage.reset)
+    response.headers["X-RateLimit-Window"] = str(usage.window)
+    if retry_after is not None:
+        given = response.headers.get("Retry-After", "")
+        response.headers["Retry-After"] = str(max(retry_after, int(given)) if given.isdigit() else retry_after)
+    return response

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from celery import current_app
 from django.db import connections, router
 from django.db.migrations.executor import MigrationExecutor
 from django.db.utils import DatabaseError
+
+from .indexing import index_on_save_mode
+from .models import EmbeddingIndex
+from .retrieval.embeddings import EmbeddingUnavailable, get_embedding_backend
+from .retrieval.index import EmbeddingModelChanged, current_index
 
 try:
     from health_check.base import HealthCheck
@@ -91,9 +97,6 @@ class Embeddings(HealthCheck):
     """
 
     def run(self) -> None:
-        from .retrieval.embeddings import EmbeddingUnavailable, get_embedding_backend
-        from .retrieval.index import EmbeddingModelChanged, current_index
-
         try:
             backend = get_embedding_backend()
             vectors = backend.compute(["health check"])
@@ -103,7 +106,6 @@ class Embeddings(HealthCheck):
             raise ServiceUnavailable("The embedding backend returned no vector")
         if vectors.shape[1] != backend.dimensions:
             raise ServiceUnavailable("The embedding backend returned vectors of another size")
-        from .models import EmbeddingIndex
 
         try:
             # On a connection of its own that it closes: the check runs in a thread of its own, and a connection
@@ -125,10 +127,6 @@ class IndexingBroker(HealthCheck):
     """
 
     def run(self) -> None:
-        from celery import current_app
-
-        from .indexing import index_on_save_mode
-
         if index_on_save_mode() != "celery":
             return
         seconds = self.timeout.total_seconds()

@@ -21,7 +21,8 @@ from . import signals, state
 from .conf import app_settings
 from .models import Document
 from .registry import ContentConfig, content_registry
-from .retrieval.index import delete_passages, lock_documents
+from .retrieval.embeddings import EmbeddingUnavailable
+from .retrieval.index import EmbeddingModelChanged, delete_passages, index_document, index_documents, lock_documents
 
 logger = logging.getLogger(__name__)
 
@@ -236,8 +237,6 @@ def reindex_model(
 
 def sync_and_index(app_label: str, model_name: str, pk: Any) -> str:
     """Bring one object's document and passages up to date (what a save queues). Returns the document status."""
-    from .retrieval.index import EmbeddingModelChanged, index_document
-
     status = sync_object(app_label, model_name, pk)
     if status != "deleted":
         config = content_registry.get_config_by_label(f"{app_label}.{model_name}")
@@ -261,8 +260,6 @@ def index_batch(
     object that cannot be indexed (its config raises) is logged and counted as "failed", and the others are indexed.
     Returns the count per status, and, when the embedding backend became unavailable, the keys not done yet (from the
     one it failed on) with its error: each of them would wait for it too."""
-    from .retrieval.embeddings import EmbeddingUnavailable
-
     keys = [str(pk) for pk in pks]
     counts: dict[str, int] = {}
     for position, pk in enumerate(keys):
@@ -286,8 +283,6 @@ def index_batch(
 
 def index_passages(config: ContentConfig, *, progress: Callable[[int, int], None] | None = None) -> int:
     """Embed the documents of one model whose content changed since their passages were built."""
-    from .retrieval.index import index_documents
-
     content_type = ContentType.objects.get_for_model(config.model)
     stale = (
         Document.objects.select_related("content_type")

@@ -22,7 +22,7 @@ import functools
 import re
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
@@ -40,11 +40,14 @@ from django.utils.http import RFC3986_SUBDELIMS, parse_etags
 from django.utils.text import compress_string
 
 from . import content_signals, state
+from .ahp.manifest import converse_path
 from .conf import SETTING_NAME, app_settings
 from .cors import answer_preflight, is_preflight
-
-if TYPE_CHECKING:
-    from .models import Document
+from .frontdoor import FrontDoorView
+from .indexing import documents_of
+from .models import Document
+from .registry import AHP_VERSION, content_registry
+from .views import manifest_response, markdown_response
 
 AGENT_JSON = "application/agent+json"
 MARKDOWN = "text/markdown"
@@ -382,8 +385,6 @@ class AgentDiscoveryMiddleware:
         if not (wants_manifest or wants_markdown) or self.is_endpoint(request):
             return None
         if wants_manifest:
-            from .views import manifest_response
-
             return manifest_response(request)
         if path.endswith(suffix):
             return self._markdown(request, self._markdown_candidates(path[: -len(suffix)]))
@@ -395,8 +396,6 @@ class AgentDiscoveryMiddleware:
         status URL, /mcp, /schema-templates...). They answer every request themselves, in their protocol's JSON with
         rate-limit headers, whatever it accepts: an agent polling a job with ``Accept: application/agent+json``
         wants the job, not the manifest."""
-        from .frontdoor import FrontDoorView
-
         # Before LocaleMiddleware: the thread holds the last request's language, and i18n_patterns match the prefix of
         # the active one. Resolve in the URL's language, or the default one (prefix_default_language=False).
         language = translation.get_language_from_path(request.path_info) or settings.LANGUAGE_CODE
@@ -447,17 +446,12 @@ class AgentDiscoveryMiddleware:
 
     @classmethod
     def _markdown(cls, request: HttpRequest, paths: list[str]) -> HttpResponseBase | None:
-        from .views import markdown_response
-
         document = cls._document(request, paths)
         return markdown_response(request, document) if document is not None else None
 
     @staticmethod
     def _document(request: HttpRequest, paths: list[str]) -> Document | None:
         """The registered object's document at one of ``paths`` (and the request's query), else None."""
-        from .indexing import documents_of
-        from .registry import content_registry
-
         if not _storable(request.path_info) or not content_registry.models():
             return None
         query = request.META.get("QUERY_STRING", "")
@@ -524,7 +518,6 @@ class AgentDiscoveryMiddleware:
         """The registered model whose object this page shows, for its own content signals."""
         if response.status_code != 200 or not _storable(request.path_info):
             return None
-        from .models import Document
 
         row = (
             Document.objects.filter(path__in=_document_paths([request.path_info]))
@@ -678,9 +671,6 @@ async def _inject_async(injector: HtmlInjector, chunks: AsyncIterator[bytes]) ->
 
 def notice_context() -> dict[str, Any]:
     """What the notice template is rendered with (also used by the ``agent_notice`` template tag)."""
-    from .ahp.manifest import converse_path
-    from .registry import AHP_VERSION
-
     return {
         "manifest_url": reverse("agent_handshake:manifest"),
         "llms_txt_url": reverse("agent_handshake:llms_txt"),

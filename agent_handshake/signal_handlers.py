@@ -20,7 +20,11 @@ from django.db.models import Field, Model, Q
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
 
 from . import signals, state
-from .indexing import index_on_save_mode
+from .concierge.capabilities import content_registry_changed
+from .concierge.purging import purge_after_write
+from .concierge.routing import forget_site_examples
+from .indexing import index_on_save_mode, sync_and_index
+from .models import ContentSignalOverride, IdempotencyRecord, RoutingExample, SeenSignature, SiteProfile
 from .registry import ContentConfig, content_registry, followed_model, followed_relation
 
 logger = logging.getLogger(__name__)
@@ -72,8 +76,6 @@ def _queue(app_label: str, model_name: str, pk: str) -> None:
 
 
 def _index_now(app_label: str, model_name: str, pk: str) -> None:
-    from .indexing import sync_and_index
-
     try:
         sync_and_index(app_label, model_name, pk)
     except Exception:
@@ -373,16 +375,12 @@ def settings_saved(sender: type[Model], **kwargs: Any) -> None:
 
 
 def routing_example_changed(sender: type[Model], **kwargs: Any) -> None:
-    from .concierge.routing import forget_site_examples
-
     transaction.on_commit(forget_site_examples)
 
 
 def record_written(sender: type[Model], created: bool, raw: bool = False, **kwargs: Any) -> None:
-    """A new idempotency record or accepted signature: purge expired ones after the commit (see jobs.py)."""
+    """A new idempotency record or accepted signature: purge expired ones after the commit (concierge/purging.py)."""
     if created and not raw:
-        from .concierge.jobs import purge_after_write
-
         transaction.on_commit(partial(purge_after_write, sender))
 
 
@@ -446,9 +444,6 @@ def connect() -> None:
     """Connect the app's receivers; called by ``AppConfig.ready()`` once the built-in capabilities are registered
     (a receiver that brought them in step while the ``agents`` modules registered their models would have taken the
     names of the sites' own capabilities registered after them)."""
-    from .concierge.capabilities import content_registry_changed
-    from .models import ContentSignalOverride, IdempotencyRecord, RoutingExample, SeenSignature, SiteProfile
-
     for model in content_registry.models():
         connect_model(model)
     signals.model_registered.connect(model_registered, dispatch_uid="agent_handshake:registered")

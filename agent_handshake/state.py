@@ -29,6 +29,7 @@ from django.dispatch import receiver
 
 from . import content_signals
 from .conf import SETTING_NAME, app_settings
+from .models import ContentSignalOverride, Document, SiteProfile
 from .registry import Capability, capability_registry, content_registry
 from .signals import registry_changed
 
@@ -104,8 +105,6 @@ _digested: tuple[tuple[Capability, ...], str] | None = None
 
 
 def _build() -> Snapshot:
-    from .models import ContentSignalOverride, Document, SiteProfile
-
     profile = SiteProfile.load()
     site_signals = profile.content_signals()
     overrides = list(ContentSignalOverride.objects.select_related("content_type").order_by("pk"))

@@ -9,6 +9,13 @@ from __future__ import annotations
 from celery import shared_task
 from celery.utils.time import get_exponential_backoff_interval
 
+from . import state
+from .concierge import input_pool, job_callbacks, jobs, recovery
+from .concierge.conversation import delete_expired_interactions, delete_expired_sessions
+from .identity.trust import forget_old_events
+from .indexing import index_batch, sync_and_index
+from .insights.aggregation import run_daily
+from .insights.gaps import update_gaps
 from .retrieval.embeddings import EmbeddingUnavailable
 
 #: Tasks that embed text: back to the queue if the worker dies, and retried with backoff while the embedding
@@ -27,9 +34,6 @@ EMBEDDING_TASK = {
 @shared_task(name="agent_handshake.index_object", **EMBEDDING_TASK)
 def index_object(app_label: str, model_name: str, pk: str) -> str:
     """Re-index one registered object after it was saved or deleted."""
-    from . import state
-    from .indexing import sync_and_index
-
     status = sync_and_index(app_label, model_name, pk)
     state.invalidate()
     return status
@@ -47,9 +51,6 @@ def index_objects(self, app_label: str, model_name: str, pks: list[str]) -> dict
     """Re-index a batch of one registered model's objects (what a save of an object they follow queues), each as
     :func:`index_object` does. An object that cannot be indexed is logged and the others are indexed; while the
     embedding backend is unavailable, the task is retried with backoff for the objects not indexed yet."""
-    from . import state
-    from .indexing import index_batch
-
     try:
         counts, left, unavailable = index_batch(app_label, model_name, pks)
     finally:
@@ -67,23 +68,17 @@ def cleanup_sessions() -> int:
     """Delete converse sessions idle for longer than the session timeout, IntentWeb interactions and nonces past
     their retention, schema template fragments and verified agents' request events past theirs; cluster the
     fragments no pool update took yet."""
-    from .concierge.conversation import delete_expired_interactions, delete_expired_sessions
-    from .concierge.input_pool import forget_expired, update_all
-    from .identity.trust import forget_old_events
-
     delete_expired_interactions()
-    forget_expired()
+    input_pool.forget_expired()
     forget_old_events()
-    update_all()
+    input_pool.update_all()
     return delete_expired_sessions()
 
 
 @shared_task(name="agent_handshake.run_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_job(job_id: str) -> str:
     """Run an async capability's job (see :mod:`agent_handshake.concierge.jobs` for why running it twice is safe)."""
-    from .concierge.jobs import run
-
-    return run(job_id)
+    return jobs.run(job_id)
 
 
 @shared_task(
@@ -96,9 +91,7 @@ def run_job(job_id: str) -> str:
 )
 def deliver_callback(self, job_id: str) -> None:
     """One callback attempt; schedules the next one, with backoff, when it must be retried."""
-    from .concierge.jobs import deliver_callback as deliver
-
-    countdown = deliver(job_id)
+    countdown = job_callbacks.deliver_callback(job_id)
     if countdown is not None:
         self.apply_async((job_id,), countdown=countdown)
 
@@ -107,25 +100,19 @@ def deliver_callback(self, job_id: str) -> None:
 def recover_jobs() -> dict[str, int]:
     """Re-send jobs and callbacks whose messages were lost, expire unanswered desk requests, end those whose
     capability is no longer offered, purge old rows."""
-    from .concierge.jobs import recover
-
-    return recover()
+    return recovery.recover()
 
 
 @shared_task(name="agent_handshake.update_input_pool", **EMBEDDING_TASK)
 def update_input_pool(capability: str) -> int:
     """Cluster a capability's new free-text fragments (schema templates' ``other``); how many keys it proposed."""
-    from .concierge.input_pool import update
-
-    return len(update(capability))
+    return len(input_pool.update(capability))
 
 
 @shared_task(name="agent_handshake.insights_daily", acks_late=True, reject_on_worker_lost=True)
 def insights_daily() -> dict[str, object]:
     """Aggregate every closed day of agent traffic not aggregated yet, then purge the raw rows past
     ``INSIGHTS_RETENTION_DAYS`` (only days whose aggregates count them all). Safe to run twice, or hourly."""
-    from .insights.aggregation import run_daily
-
     return run_daily()
 
 
@@ -133,6 +120,4 @@ def insights_daily() -> dict[str, object]:
 def update_content_gaps() -> int:
     """Group the questions agents got no answer (or only weak matches) for into content gaps; how many it grouped.
     Two runs at once do not overlap: the second finds the first's lock and returns 0."""
-    from .insights.gaps import update_gaps
-
     return update_gaps()

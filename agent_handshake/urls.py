@@ -54,7 +54,7 @@ from .ahp.base import MissingNameView
 from .ahp.capabilities import CapabilityView
 from .ahp.converse import ConverseView
 from .ahp.handshake import HandshakeVerifyView, HandshakeView
-from .ahp.invoke import JobStatusView
+from .ahp.status import JobStatusView
 from .asp.views import AgentSemanticProtocolView
 from .intentweb.page import IntentPageMessageView, IntentPageView
 from .intentweb.views import IntentView

@@ -74,8 +74,8 @@ def floor(client: Client, final: dict, site_key) -> float:
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from agent_handshake.concierge.interaction_admission import admit_sql, database
     from agent_handshake.intentweb import attribution
-    from agent_handshake.intentweb.views import admit_sql, database
     from agent_handshake.models import Interaction
 
     alias = database()

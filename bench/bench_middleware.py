@@ -59,7 +59,7 @@ def main() -> None:
     setup()
     from django.conf import settings
 
-    from agent_handshake.checks import MIDDLEWARE_PATH
+    from agent_handshake.checks.installation import MIDDLEWARE_PATH
 
     with_app = wsgi_app(list(settings.MIDDLEWARE))
     without_app = wsgi_app([m for m in settings.MIDDLEWARE if m != MIDDLEWARE_PATH])

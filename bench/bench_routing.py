@@ -23,7 +23,7 @@ answers. With the examples, the two sets they come from are training
 data (their column is a check, not a figure); held-out 5 and the blind set are the figures to quote.
 
 Each phrasing is routed as ``POST /agent/converse`` without ``capability`` routes it
-(:func:`agent_handshake.ahp.converse.route`), among the capabilities the demo site offers there (the demo's
+(:func:`agent_handshake.concierge.turns.route_text`), among the capabilities the demo site offers there (the demo's
 content and site profile, as ``manage.py demo_load`` creates them; the test apps' capabilities set aside).
 Reported per capability and overall: top-1 (the capability chosen is the right one), and on the blind set the
 clarifications (no capability chosen: the candidates offered) and wrong choices. Target: top-1 at least 90 %.
@@ -142,9 +142,8 @@ def main() -> None:
     demo_site(args.database)
     from django.core.management import call_command
 
-    from agent_handshake.ahp.converse import converse_capabilities, route
-    from agent_handshake.ahp.request import ConverseRequest
     from agent_handshake.concierge.routing import Scored, forget_site_examples, route_ranked
+    from agent_handshake.concierge.turns import answering_capabilities, route_text
     from agent_handshake.conf import app_settings
     from agent_handshake.models import RoutingExample
     from agent_handshake.retrieval import embeddings
@@ -161,7 +160,9 @@ def main() -> None:
     }
     blind = [] if args.no_blind else load(BLIND)
     capabilities = [
-        c for c in converse_capabilities() if c.handler and c.handler.__module__.startswith(("agent_handshake", "demo"))
+        c
+        for c in answering_capabilities()
+        if c.handler and c.handler.__module__.startswith(("agent_handshake", "demo"))
     ]
     names = {c.name for c in capabilities}
     missing = sorted({item["capability"] for items in (*sets.values(), blind) for item in items} - names)
@@ -179,7 +180,7 @@ def main() -> None:
         forget_site_examples()
 
     def routed(query: str):
-        return route(ConverseRequest(capability=None, query=query), capabilities)
+        return route_text(query, capabilities)
 
     def routed_before(query: str):
         """The router before semantic routing had a default: the texts alone, no content fit."""

@@ -4,6 +4,8 @@ import json
 import os
 import pickle
 import socket
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import celery._state
@@ -74,6 +76,34 @@ def commit(django_capture_on_commit_callbacks):
             return change(*args, **kwargs)
 
     return run
+
+
+@pytest.fixture
+def callback_host_lookups(monkeypatch):
+    """Watch the lookups of the callback URL's host, ``localhost`` (nothing else in these tests resolves a name):
+    ``watch(locked)`` returns the list it fills, for each lookup, with whether the request's connection was in a
+    transaction then, and whether ``locked()`` (run in a thread of its own, so on a connection of its own) found the
+    row the request works on locked."""
+
+    def watch(locked: Callable[[], bool]) -> list[dict[str, bool]]:
+        during_lookup: list[dict[str, bool]] = []
+        resolve = socket.getaddrinfo
+        # The request's connection, seen from the lookup, which runs in a thread of its own (for its timeout).
+        caller = transaction.get_connection()
+
+        def spied(host, *args, **kwargs):
+            if host == "localhost":
+                found: list[bool] = []
+                checker = threading.Thread(target=lambda: found.append(locked()))
+                checker.start()
+                checker.join()
+                during_lookup.append({"in_transaction": caller.in_atomic_block, "locked": found[0]})
+            return resolve(host, *args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", spied)
+        return during_lookup
+
+    return watch
 
 
 @pytest.fixture

@@ -75,7 +75,8 @@ QUERIES = [
     "shipping",
     "and the second one?",
 ]
-CAPABILITIES = [
+#: The demo site's capabilities besides its human desk (escalate_to_human).
+DEMO_CAPABILITIES = (
     "content_search",
     "site_info",
     "contact",
@@ -83,9 +84,8 @@ CAPABILITIES = [
     "order_status",
     "custom_quote",
     "book_appointment",
-    "compile_report",
-    "get_post",
-]
+)
+CAPABILITIES = [*DEMO_CAPABILITIES, "compile_report", "get_post"]
 TYPES = ["text/answer", "application/data", "application/action-result", "media/video", "text/feed", "x-foo/bar"]
 DATES = [
     "2025-01-31",

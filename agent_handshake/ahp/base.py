@@ -10,16 +10,11 @@ from django.urls import reverse
 from rest_framework.request import Request
 
 from ..concierge import errors
+from ..concierge.turns import answering_capabilities
 from ..concierge.validation import named
 from ..frontdoor import FrontDoorView
 from ..identity.authentication import BodyCredentialsAuthentication
-from ..registry import Capability, capability_registry
 from .errors import error_response, render_error
-
-
-def converse_capabilities() -> list[Capability]:
-    """Capabilities the AHP endpoints answer: those with a handler, currently available."""
-    return [capability for capability in capability_registry.available() if capability.handler is not None]
 
 
 class BodyTokenAuthentication(BodyCredentialsAuthentication):
@@ -73,7 +68,7 @@ class MissingNameView(AHPView):
             return errors.NotFound(
                 f"No session_id is in the URL: a job's status is at GET {status}<session_id>.", reason="unknown_session"
             )
-        available = [capability.name for capability in converse_capabilities()]
+        available = [capability.name for capability in answering_capabilities()]
         capability = reverse("agent_handshake:capability", args=["-"])[:-1]
         return errors.UnknownCapability(
             f"No capability is named in the URL: call one with POST {capability}<name> (the manifest lists them).",

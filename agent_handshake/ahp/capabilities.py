@@ -20,9 +20,9 @@ from typing import Any
 from django.http import HttpResponseBase
 from rest_framework.request import Request
 
+from ..concierge.turns import answering_capabilities
 from ..concierge.validation import MAX_PROBLEMS, named
 from ..registry import Capability
-from .base import converse_capabilities
 from .converse import ConverseView
 from .openapi import COMMON, CapabilityOperation, input_fields
 from .request import ConverseRequest, RequestError, parse_data
@@ -43,13 +43,13 @@ class CapabilityView(ConverseView):
 
     def parse(self, request: Request) -> ConverseRequest:
         name = self.kwargs["name"]
-        capability = next((c for c in converse_capabilities() if c.name == name), None)
+        capability = next((c for c in answering_capabilities() if c.name == name), None)
         if capability is None:
             raise RequestError(
                 "unknown_capability",
                 f"No capability is named {named(name)!r}.",
                 status=404,
-                available_capabilities=[c.name for c in converse_capabilities()],
+                available_capabilities=[c.name for c in answering_capabilities()],
             )
         data = request.data
         fields = input_fields(capability)

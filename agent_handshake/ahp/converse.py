@@ -1,59 +1,36 @@
 """``POST /agent/converse`` (AHP §6): the conversational endpoint.
 
 The order of work: refuse oversize bodies, parse and validate, authenticate, count the request (per API key;
-without one, per client network and per ``requesting_agent`` from that network), find the capability, check its
-auth and scope, negotiate the content type. A MODE3 capability continues in :mod:`.invoke`; a MODE2 one is a
-:class:`~agent_handshake.concierge.conversation.Question` to the concierge, whose
-:class:`~agent_handshake.concierge.conversation.Turn` (or domain error) is rendered here. Every response, errors
-included, is AHP JSON with the four ``X-RateLimit-*`` headers.
-
-A request without ``capability`` is routed (:func:`route`): a session it continues keeps its capability (or, after
-a routing clarification, takes the one its ``clarification`` chooses); otherwise the query (or its
-``context.intent_vector``) is ranked among :func:`converse_capabilities` with ``content_search`` as the default for
-questions, and a clear winner answers as if it had been named (``meta.capability_used`` says which); a tie or a
-low score is a ``clarification_needed`` listing the candidates (§6.3).
+without one, per client network and per ``requesting_agent`` from that network). Then one call into the concierge,
+:func:`~agent_handshake.concierge.turns.take_turn`, which routes a request that names no capability, checks the
+capability's auth and scope, negotiates the content type, and asks the question (MODE2) or calls the capability
+(MODE3). What comes back is rendered here: a routing offer or a conversation's clarification as
+``clarification_needed`` (§6.3), an answer or a call's result as AHP's success, ``accepted`` or error body. Every
+response, errors included, is AHP JSON with the four ``X-RateLimit-*`` headers.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from typing import Any
 
 from django.http import HttpResponseBase, JsonResponse
+from django.urls import reverse
 from rest_framework.request import Request
 
-from .. import content_signals
-from ..concierge import errors, routing
+from .. import content_signals, state
+from ..concierge import calls
 from ..concierge import limits as ratelimit
-from ..concierge.conversation import Owner, Question, Turn, converse
-from ..concierge.invocation import authorize
-from ..frontdoor import described
-from ..identity import auth
+from ..concierge.conversation import Turn
+from ..concierge.negotiation import Negotiated
+from ..concierge.turns import Answered, Caller, Offered, TurnRequest, take_turn
+from ..frontdoor import REPLAYED, described
 from ..identity.authentication import AgentKeyAuthentication
-from ..registry import Capability, content_registry
-from ..retrieval.hybrid import Filters
-from . import invoke
-from .base import AHPView, BodyTokenAuthentication, converse_capabilities
+from ..registry import Capability
+from .base import AHPView, BodyTokenAuthentication
 from .errors import error_response
-from .negotiation import UnsupportedType, negotiate
 from .openapi import CONVERSE
+from .render import response_meta, response_object
 from .request import ConverseRequest, RequestError, parse_data
-
-logger = logging.getLogger(__name__)
-
-
-#: The capability a question goes to when it names none and no action capability claims it.
-DEFAULT_CAPABILITY = "content_search"
-
-
-def route(converse_request: ConverseRequest, capabilities: list[Capability]) -> routing.Route:
-    """The routing of a request that names no capability (see :mod:`agent_handshake.concierge.routing`)."""
-    vector = None
-    if converse_request.intent_vector is not None:
-        vector = routing.intent_vector(converse_request.intent_vector, name="context.intent_vector")
-    default = next((c for c in capabilities if c.name == DEFAULT_CAPABILITY), None)
-    return routing.route(converse_request.query, capabilities, vector=vector, default=default)
 
 
 def rate_limited(usage: ratelimit.Usage, message: str) -> JsonResponse:
@@ -82,134 +59,71 @@ class ConverseView(AHPView):
             return error_response(extra.pop("status", 400), exc.code, exc.message, **extra)
         request.user  # noqa: B018 - authenticates (headers, then the body's auth field)
         credentials = request.auth
-        django_request = request._request
+        address = self.counter.address
         anonymous_name = converse_request.requesting_agent if credentials is None else ""
         # The name is counted before the network's count may refuse: a 429 waits for whichever resets last.
-        agent = ratelimit.count_agent(django_request, anonymous_name) if anonymous_name else None
+        agent = ratelimit.count_agent(address, anonymous_name) if anonymous_name else None
         if agent is not None:
             self.counter.usages.append(agent)
         self.count(request)
         if agent is not None and agent.exceeded:
             return rate_limited(self.counter.refusal(agent), "Rate limit exceeded for this agent identity.")
-        capabilities = converse_capabilities()
-        if converse_request.capability is None and capabilities:
-            routed = self.routed(converse_request, capabilities, credentials, django_request)
-            if isinstance(routed, HttpResponseBase):
-                return routed
-            converse_request = routed
-        capability = next((c for c in capabilities if c.name == converse_request.capability), None)
-        if capability is None:
-            # With none to route among (a MODE1 site), a clarification would offer nothing, and ask again for ever.
-            named = converse_request.capability
-            return error_response(
-                400,
-                "unknown_capability",
-                f"The capability {named!r} is not supported." if named else "This site has no capability to answer.",
-                available_capabilities=[c.name for c in capabilities],
-            )
-        authorize(capability, credentials)  # 401 / 403, rendered as §10 errors by the front door
-        try:
-            negotiated = negotiate(capability, converse_request.accept_types)
-        except UnsupportedType as exc:
-            return error_response(
-                400,
-                "unsupported_type",
-                f"{capability.name} cannot return any of {converse_request.accept_types}.",
-                available_types=exc.available,
-            )
-        if capability.action_type is not None:  # MODE3
-            invocation = invoke.Call(
-                django_request,
-                converse_request,
-                capability,
-                credentials,
-                negotiated,
-                self.counter.usages,
-                input_prefix=self.input_prefix,
-            )
-            return invocation.respond()
-        owner = Owner.of(credentials, ratelimit.client_address(django_request))
-        question = Question(
-            capability=capability,
-            text=converse_request.query,
+        turn_request = self.turn_request(converse_request, request)
+        result = take_turn(turn_request, Caller(credentials, address, self.counter.usages), render_call)
+        if isinstance(result, Offered):
+            return clarification_needed(result.session_id, result.question, result.options, free_form=True)
+        if isinstance(result, Answered):
+            return render_turn(result.turn, result.capability, result.negotiated.fallback_from)
+        response = JsonResponse(result.body, status=result.status)
+        if result.replayed:
+            response.headers[REPLAYED] = "true"
+        return response
+
+    def turn_request(self, converse_request: ConverseRequest, request: Request) -> TurnRequest:
+        """The parsed body in the concierge's words, with the names of AHP's fields for its errors."""
+        return TurnRequest(
+            query=converse_request.query,
+            capability=converse_request.capability,
             session_id=converse_request.session_id,
             clarification=converse_request.clarification,
-            content_type=negotiated.content_type,
-            fallback_from=negotiated.fallback_from,
-            max_tokens=converse_request.max_tokens,
-            filters=self.filters(converse_request),
             requesting_agent=converse_request.requesting_agent,
-        )
-        turn = converse(question, owner)
-        return render_turn(turn, capability, negotiated.fallback_from)
-
-    def routed(
-        self,
-        converse_request: ConverseRequest,
-        capabilities: list[Capability],
-        credentials: auth.Credentials | None,
-        django_request: Any,
-    ) -> ConverseRequest | HttpResponseBase:
-        """The request with the capability routing chose, or the clarification asking which one."""
-        owner = Owner.of(credentials, ratelimit.client_address(django_request))
-        if converse_request.session_id:
-            chosen, by_choice = routing.resume(
-                converse_request.session_id, owner, converse_request.clarification, capabilities
-            )
-            if chosen is not None:
-                # A clarification that chose the capability is not also an answer to that capability's questions.
-                clarification = None if by_choice else converse_request.clarification
-                return dataclasses.replace(converse_request, capability=chosen.name, clarification=clarification)
-        found = route(converse_request, capabilities)
-        if found.chosen is not None:
-            return dataclasses.replace(converse_request, capability=found.chosen.name)
-        offer = routing.offer(found, converse_request.query, converse_request.requesting_agent, owner)
-        return JsonResponse(
-            {
-                "status": "clarification_needed",
-                "session_id": offer.session_id,
-                "clarification": {"question": offer.question, "options": offer.options, "free_form": True},
-            }
-        )
-
-    def filters(self, converse_request: ConverseRequest) -> Filters:
-        models: list[str] = []
-        # A section may hold several models: it filters to all of them.
-        sections: dict[str, list[str]] = {}
-        for config in content_registry:
-            sections.setdefault(config.get_section().lower(), []).append(config.label)
-        for name in converse_request.sections:
-            labels = sections.get(name.lower()) or [name.lower()]
-            try:
-                models.extend(content_registry.get_config_by_label(label).label for label in labels)
-            except LookupError as exc:
-                raise errors.InvalidInput(
-                    f"context.filters.sections: unknown section {name!r}.",
-                    fields=["context.filters.sections"],
-                    available_sections=sorted(sections),
-                ) from exc
-        return Filters(
-            models=models,
+            max_tokens=converse_request.max_tokens,
+            accept_types=converse_request.accept_types,
+            sections=converse_request.sections,
             content_types=converse_request.content_types,
             published_after=converse_request.published_after,
             published_before=converse_request.published_before,
+            sections_field="context.filters.sections",
+            intent_vector=converse_request.intent_vector,
+            intent_vector_field="context.intent_vector",
+            input=converse_request.input,
+            input_prefix=self.input_prefix,
+            callback_url=converse_request.callback_url,
+            callback_field="context.callback_url",
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            fingerprint={k: v for k, v in converse_request.raw.items() if k != "auth"},
+            protocol="ahp",
+            path=request.path,
         )
 
 
+def clarification_needed(session_id: str, question: str, options: list[str] | None, *, free_form: bool) -> JsonResponse:
+    """AHP's ``clarification_needed`` body (§6.3)."""
+    return JsonResponse(
+        {
+            "status": "clarification_needed",
+            "session_id": session_id,
+            "clarification": {"question": question, "options": options, "free_form": free_form},
+        }
+    )
+
+
 def render_turn(turn: Turn, capability: Capability, fallback_from: str | None) -> JsonResponse:
-    """A turn as the AHP success or ``clarification_needed`` body (§6.2, §6.3)."""
+    """A MODE2 turn as the AHP success or ``clarification_needed`` body (§6.2, §6.3)."""
     if turn.clarification is not None:
         clarification = turn.clarification
-        return JsonResponse(
-            {
-                "status": "clarification_needed",
-                "session_id": turn.session_id,
-                "clarification": {
-                    "question": clarification.question,
-                    "options": clarification.options,
-                    "free_form": clarification.free_form,
-                },
-            }
+        return clarification_needed(
+            turn.session_id, clarification.question, clarification.options, free_form=clarification.free_form
         )
     reply = turn.reply
     assert reply is not None
@@ -231,3 +145,34 @@ def render_turn(turn: Turn, capability: Capability, fallback_from: str | None) -
     if reply.content_signals:
         response.headers[content_signals.HEADER] = content_signals.header_value(reply.content_signals)
     return response
+
+
+def render_call(result: calls.Result, capability: Capability, negotiated: Negotiated) -> tuple[int, dict[str, Any]]:
+    """A MODE3 call's result as the AHP status and body (§6.2-§6.4, §10); an idempotent retry gets it again."""
+    if isinstance(result, calls.Refused):
+        error = result.error
+        return error.status, {"status": "error", "code": error.code, "message": error.message, **error.details}
+    if isinstance(result, calls.NeedsInput):
+        return 200, {
+            "status": "clarification_needed",
+            "session_id": result.session_id,
+            "clarification": {"question": result.question, "options": None, "free_form": True},
+        }
+    if isinstance(result, calls.Accepted):
+        job = result.job
+        body: dict[str, Any] = {
+            "status": "accepted",
+            "session_id": job.pk,
+            "eta_seconds": job.eta_seconds,
+            "poll": reverse("agent_handshake:converse_status", args=[job.pk]),
+        }
+        if job.callback_url:
+            body["callback"] = {"method": "POST", "url": job.callback_url}
+        return 202, body
+    content_type, fallback = negotiated.content_type, negotiated.fallback_from
+    body = {"status": "success"}
+    if result.session_id is not None:
+        body["session_id"] = result.session_id
+    body["response"] = response_object(capability, result.outcome, content_type)
+    body["meta"] = response_meta(capability, content_type, fallback, dict(state.snapshot().site_signals))
+    return 200, body

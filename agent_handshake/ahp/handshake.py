@@ -24,6 +24,7 @@ from typing import Any
 
 from django.http import HttpResponseBase
 from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -85,8 +86,6 @@ COMPONENTS: dict[str, dict[str, Any]] = {
 
 
 def _operation(operation_id: str, summary: str, request: str, response: str) -> dict[str, Any]:
-    from drf_spectacular.utils import OpenApiResponse
-
     error = OpenApiResponse({"$ref": "#/components/schemas/AHPError"}, description="A §10 error.")
     return {
         "operation_id": operation_id,

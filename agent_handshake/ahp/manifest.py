@@ -8,9 +8,19 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
 
+from ..concierge.limits import tier_rate
 from ..conf import app_settings
 from ..identity.site_key import rotated_site_keys, site_did, site_public_key
-from ..registry import AHP_VERSION, capability_registry
+from ..identity.trust import ACCEPTED, REFUSED, tiers
+from ..registry import (
+    AHP_VERSION,
+    INTENTWEB_ATTRIBUTION_PROFILE,
+    INTENTWEB_VERSION,
+    MCP_VERSIONS,
+    OPENAPI_VERSION,
+    SCHEMA_TEMPLATES_SPEC,
+    capability_registry,
+)
 from ..state import Snapshot
 
 MODES = ("MODE1", "MODE2", "MODE3")
@@ -44,14 +54,6 @@ def _path(name: str) -> str | None:
 def integrations() -> dict[str, Any]:
     """§4.4: the MCP server and the OpenAPI document, once they are routed (both come with the app's URLs), and
     our other front doors for capabilities: IntentWeb and schema templates."""
-    from ..registry import (
-        INTENTWEB_ATTRIBUTION_PROFILE,
-        INTENTWEB_VERSION,
-        MCP_VERSIONS,
-        OPENAPI_VERSION,
-        SCHEMA_TEMPLATES_SPEC,
-    )
-
     found: dict[str, Any] = {}
     if mcp := _path("mcp"):
         # Appendix D's revision first (what an AHP client speaks); every revision we answer after it.
@@ -100,9 +102,6 @@ def agent_identity(handshake: str) -> dict[str, Any]:
 
 
 def verified_agent_tiers() -> dict[str, Any]:
-    from ..concierge.limits import tier_rate
-    from ..identity.trust import ACCEPTED, REFUSED, tiers
-
     return {
         "trust": {"initial": 0.5, "accepted": ACCEPTED, "refused": REFUSED},
         "tiers": [
@@ -123,8 +122,6 @@ def offers_intents() -> bool:
 
 def build_manifest(snapshot: Snapshot, base_url: str) -> dict[str, Any]:
     """The manifest as a dict; ``base_url`` ("https://example.com") makes the ``links`` absolute."""
-    from ..concierge.limits import tier_rate
-
     capabilities = capability_registry.available()
     modes = {"MODE1"} | {capability.mode for capability in capabilities}
     endpoints = {"content": reverse("agent_handshake:llms_txt")}

@@ -3,15 +3,16 @@ protocol-neutral outcomes and job records."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.utils import timezone
+from typing import TYPE_CHECKING, Any
 
 from .. import state
 from ..concierge import errors, jobs
 from ..concierge.invocation import Outcome
-from ..models import Job
+from ..concierge.job_status import JobStatus, seconds_left
 from ..registry import Capability, capability_registry
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 
 def _summary(data: dict[str, Any]) -> str:
@@ -74,18 +75,14 @@ def status_body(job: Job) -> dict[str, Any]:
         body["response"] = response_object(capability, outcome, job.content_type)
         body["meta"] = response_meta(capability, job.content_type, fallback, dict(state.snapshot().site_signals))
         return body
-    if job.status in (Job.Status.FAILED, Job.Status.CANCELLED):  # §9.2 knows no "cancelled": failed, code cancelled
+    if job.status in (JobStatus.FAILED, JobStatus.CANCELLED):  # §9.2 knows no "cancelled": failed, code cancelled
         code, message, details = errors.split_job_error(job.error)
         message = message or "The job failed."
         body["progress"] = message
         body["error"] = {"code": code or "concierge_error", "message": message, **details}
         return body
     body["progress"] = job.progress
-    if job.status == Job.Status.EXPIRED:
+    if job.status == JobStatus.EXPIRED:
         return body
-    if job.eta_seconds is None:
-        body["eta_seconds"] = None
-    else:
-        elapsed = (timezone.now() - job.created_at).total_seconds()
-        body["eta_seconds"] = max(0, int(job.eta_seconds - elapsed))
+    body["eta_seconds"] = seconds_left(job)
     return body

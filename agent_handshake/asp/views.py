@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError
 from django.http import HttpResponse, HttpResponseBase, JsonResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
@@ -23,30 +22,27 @@ from google.protobuf.message import Message
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
-from ..concierge import errors, routing
-from ..concierge import limits as ratelimit
+from ..concierge import errors
 from ..concierge.conversation import Owner, Question, converse
+from ..concierge.intent_vectors import usable_intent_vector
 from ..concierge.invocation import authorize
+from ..concierge.turns import answering_capabilities, route_text
 from ..concierge.validation import UNSTORABLE_MESSAGE, unstorable
 from ..conf import app_settings
-from ..frontdoor import FrontDoorView, described
+from ..frontdoor import FrontDoorView, client_address, described
 from ..hosts import base_url
-from ..identity import handshake, trust
+from ..identity import handshake, signed_intents, trust
 from ..identity.auth import Credentials
 from ..identity.authentication import AgentUser
 from ..identity.did import CHALLENGE_BYTES, SIGNATURE_BYTES
 from ..identity.site_key import site_did, site_public_key_bytes
-from ..models import SeenSignature, VerifiedAgent
 from ..registry import Capability, capability_registry
-from ..retrieval.embeddings import get_embedding_backend
 from . import asp_pb2, signing
 from .framing import FrameError, MessageType, decode, encode
 
 MEDIA_TYPE = "application/x-protobuf"
 #: Content types read as a frame (``application/protobuf`` is the IANA registration's name).
 MEDIA_TYPES = (MEDIA_TYPE, "application/protobuf", "application/octet-stream")
-#: The capability a question goes to when the intent names none and no action capability claims it.
-DEFAULT_CAPABILITY = "content_search"
 NS = 1_000_000_000
 #: What POST /agent/handshake takes of a HandshakeMessage's self-declared fields (and an intent's ``capabilities``):
 #: longer is refused, as there, never cut.
@@ -96,11 +92,6 @@ def refused(exc: handshake.HandshakeRefused) -> errors.ConciergeError:
     return errors.AuthRequired(exc.message, code=exc.code, fields=fields)
 
 
-def offered() -> list[Capability]:
-    """The capabilities an intent may be for: those the manifest lists with a handler."""
-    return [capability for capability in capability_registry.available() if capability.handler is not None]
-
-
 def check_capabilities(names: Sequence[str]) -> None:
     """``capabilities`` as POST /agent/handshake takes them, else the same refusal (400 ``invalid_request``)."""
     if len(names) > MAX_CAPABILITIES or any(len(name) > MAX_CAPABILITY_NAME for name in names):
@@ -112,7 +103,7 @@ def check_capabilities(names: Sequence[str]) -> None:
 
 
 def replay_key(intent: asp_pb2.IntentMessage) -> str:
-    """What a signed intent is kept under in the replay cache (:class:`~agent_handshake.models.SeenSignature`)."""
+    """What a signed intent is kept under in the replay cache (:mod:`agent_handshake.identity.signed_intents`)."""
     return hashlib.sha256(signing.INTENT_DOMAIN + intent.signature).hexdigest()
 
 
@@ -130,15 +121,13 @@ def answered_once(intent: asp_pb2.IntentMessage, refused: Callable[[], None] = l
     answered intent stays refused whatever refusal the replay provokes. ``refused`` is called before a copy that
     finds the signature spent is refused (to count it)."""
     seen = replay_key(intent)
-    if not SeenSignature.spend(seen):
+    if not signed_intents.spend(seen):
         refused()
         raise replayed()  # a copy sent at the same time was taken first
     try:
         yield
     except Exception:
-        # If the database is what failed, the signature stays spent: refused as a replay, never answered twice.
-        with contextlib.suppress(DatabaseError):
-            SeenSignature.objects.filter(pk=seen).delete()
+        signed_intents.give_back(seen)  # (if the database is what failed, it stays spent: never answered twice)
         raise
 
 
@@ -323,8 +312,7 @@ class AgentSemanticProtocolView(FrontDoorView):
                 code="signature_required",
                 fields=["signature"],
             )
-        agents = VerifiedAgent.objects.select_related("key__client")
-        agent = agents.filter(did=intent.did).first() if intent.did and not unstorable(intent.did) else None
+        agent = signed_intents.signer(intent.did) if intent.did and not unstorable(intent.did) else None
         if agent is None:
             raise errors.AuthRequired(
                 "The sender's DID is not a verified agent here: complete a handshake first (HandshakeMessage, 0x01).",
@@ -342,7 +330,7 @@ class AgentSemanticProtocolView(FrontDoorView):
         withdrawn = handshake.refusal_of(agent)  # blocked, or its own key or client withdrawn by an operator
         if withdrawn is not None:
             raise errors.Forbidden(withdrawn.message, code=withdrawn.code)
-        if SeenSignature.objects.filter(pk=replay_key(intent)).exists():
+        if signed_intents.seen(replay_key(intent)):
             raise replayed()
         key = agent.key
         key.scopes = trust.scopes_of(agent)
@@ -389,7 +377,7 @@ class AgentSemanticProtocolView(FrontDoorView):
             response.workflow_steps.append(capability.name)
         else:
             authorize(capability, credentials)  # a scoped question needs its scope here too (403), as on AHP
-            owner = Owner.of(credentials, ratelimit.client_address(request._request))
+            owner = Owner.of(credentials, client_address(request._request))
             question = Question(capability=capability, text=text, requesting_agent=(agent.agent_id or agent.did)[:200])
             turn = converse(question, owner)
             response.workflow_steps.append(capability.name)
@@ -415,7 +403,7 @@ class AgentSemanticProtocolView(FrontDoorView):
     def choose(self, intent: asp_pb2.IntentMessage, text: str) -> tuple[Capability | None, str]:
         """The capability ``intent`` is for, or None and the reason (a required capability the site lacks, no
         clear route)."""
-        capabilities = offered()
+        capabilities = answering_capabilities()
         names = {capability.name for capability in capabilities}
         required = list(dict.fromkeys(intent.capabilities))
         if required:
@@ -428,7 +416,8 @@ class AgentSemanticProtocolView(FrontDoorView):
             capabilities = [capability for capability in capabilities if capability.name in required]
             if len(capabilities) == 1:
                 return capabilities[0], ""
-        found = route(text, list(intent.intent_vector), capabilities)
+        # The intent vector may come from another model (the protocol does not say): used only when it fits ours.
+        found = route_text(text, capabilities, usable_intent_vector(list(intent.intent_vector)))
         if found.chosen is None:
             options = ", ".join(capability.name for capability in found.candidates[:4])
             return None, (
@@ -438,16 +427,3 @@ class AgentSemanticProtocolView(FrontDoorView):
                 "one you meant."
             )
         return found.chosen, ""
-
-
-def route(text: str, vector: list[float], capabilities: list[Capability]) -> routing.Route:
-    """Routing among ``capabilities`` (:mod:`agent_handshake.concierge.routing`) by the agent's ``intent_vector``
-    when it has the site embedding model's dimensions, else by the payload's embedding, with ``content_search`` as
-    the default for questions."""
-    chosen_vector = None
-    if len(vector) == get_embedding_backend().dimensions:
-        # A vector that is not usable (all zeros, not finite) leaves the choice to the payload's embedding.
-        with contextlib.suppress(errors.InvalidInput):
-            chosen_vector = routing.intent_vector(vector)
-    default = next((c for c in capabilities if c.name == DEFAULT_CAPABILITY), None)
-    return routing.route(text, capabilities, vector=chosen_vector, default=default)

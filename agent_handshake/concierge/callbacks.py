@@ -6,8 +6,8 @@ port of its scheme), when it is given and again before every delivery. The deliv
 address itself (no second DNS lookup, so a rebinding name cannot swap in an internal address), verifies TLS against
 the original host name, never follows redirects and reads a bounded amount of the answer within bounded time.
 
-The Celery task that records deliveries and retries them uses :func:`deliver` and :func:`sign`; :func:`verify`
-is what a receiving agent runs.
+A job's callback is recorded, retried and recovered by :mod:`.job_callbacks`, which sends it with :func:`deliver`,
+signs it with :func:`sign` and waits :func:`backoff` between attempts; :func:`verify` is what a receiving agent runs.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import http.client
 import ipaddress
+import random
 import re
 import socket
 import ssl
@@ -535,6 +536,16 @@ def deliver(url: str, body: bytes, headers: dict[str, str]) -> DeliveryResult:
             connection.close()
         elif sock is not None:
             sock.close()
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (from 1) before the next: exponential backoff with
+    jitter, half the doubled delay fixed, half random ("equal jitter"), capped by ``CALLBACK_BACKOFF_MAX_SECONDS``.
+
+    The one retry schedule of async work: a callback that did not reach its receiver, and a job whose capability
+    crashed (:mod:`.jobs`), are tried again after it."""
+    delay = min(app_settings.CALLBACK_BACKOFF_MAX_SECONDS, app_settings.CALLBACK_BACKOFF_SECONDS * 2 ** (attempt - 1))
+    return delay / 2 + random.uniform(0, delay / 2)
 
 
 def sign(secret: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:

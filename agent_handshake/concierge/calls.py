@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.http import HttpRequest
 from django.utils import timezone
 
 from ..conf import app_settings
@@ -145,9 +144,12 @@ class Call:
 
     capability: Capability
     owner: Owner
-    #: The request, for counting (django-ratelimit reads its client address).
-    request: HttpRequest
     protocol: str
+    #: The client's address as the front door found it (None: not a valid one): an anonymous caller's capability
+    #: limit counts its network.
+    address: str | None
+    #: The resource asked for (a URL path): with ``protocol``, what an idempotency record is kept for.
+    path: str
     query: str = ""
     #: Structured input (AHP ``context.input``, NLWeb ``query.input``); None to extract it from ``query``.
     input: dict[str, Any] | None = None
@@ -203,7 +205,7 @@ class Call:
         )
         if not rate:
             return
-        usage = ratelimit.count_request(self.request, f"capability:{capability.name}", self.counted_as(), rate)
+        usage = ratelimit.count_request(f"capability:{capability.name}", self.counted_as(), rate)
         self.usages.append(usage)
         if usage.exceeded:
             raise errors.RateLimited(
@@ -214,10 +216,10 @@ class Call:
 
     def counted_as(self) -> str:
         """Whose budget the capability's own limit counts: the key's, else the client address's."""
-        return self.key.key_id if self.key else ratelimit.client_ip(self.request)
+        return self.key.key_id if self.key else ratelimit.network_of(self.address)
 
     def fingerprint(self) -> str:
-        canonical = json.dumps([self.protocol, self.request.path, self.fingerprint_of], sort_keys=True, default=str)
+        canonical = json.dumps([self.protocol, self.path, self.fingerprint_of], sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def stored(self, idempotency_key: str | None) -> Rendered | None:

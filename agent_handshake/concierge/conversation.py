@@ -33,7 +33,7 @@ from django.utils import timezone
 from .. import state
 from ..conf import app_settings
 from ..insights import recording
-from ..models import ApiKey, ConverseSession, Document
+from ..models import ApiKey, ConverseSession, Document, IntentNonce, Interaction
 from ..registry import Capability, content_registry
 from ..retrieval.embeddings import EmbeddingUnavailable
 from ..retrieval.hybrid import Filters
@@ -132,8 +132,6 @@ def delete_expired_sessions() -> int:
 def delete_expired_interactions() -> tuple[int, int]:
     """IntentWeb interactions idle for longer than ``INTENT_RETENTION_SECONDS`` (whatever their state: what they
     collected is personal data), and nonces older than twice the skew window: how many of each were deleted."""
-    from ..models import IntentNonce, Interaction
-
     now = timezone.now()
     retention = datetime.timedelta(seconds=app_settings.INTENT_RETENTION_SECONDS)
     interactions, _ = Interaction.objects.filter(updated_at__lt=now - retention).delete()

@@ -122,8 +122,8 @@ def notify_operators(job_id: str) -> bool:
     It is owed from the commit that put the request on the desk (:func:`~.jobs._defer` sets the job's
     ``recover_after``) until it is sent, and only while the request waits. The send is claimed first, in a
     transaction of its own: ``recover_after`` moves ``JOB_RECOVERY_SECONDS`` on (or stays later, where the recovery's
-    doubling wait put it), so neither the recovery (:func:`~.jobs.recover`, for a worker that died first) nor another
-    worker sends it meanwhile. The email is then sent with the row free: a slow or hung mail server (Django's
+    doubling wait put it), so neither the recovery (:func:`~.recovery.recover`, for a worker that died first) nor
+    another worker sends it meanwhile. The email is then sent with the row free: a slow or hung mail server (Django's
     ``EMAIL_TIMEOUT`` is None by default) holds up neither the agent's cancel nor an operator's answer. Sent, the debt
     is cleared; a failure is logged and leaves it owed, for the recovery once the claim runs out. A send outlasting
     the claim may be made twice; none is lost.

@@ -72,6 +72,7 @@ class Invocation:
         result is discarded and its writes rolled back either way)."""
         if self.job is None:
             return False
+        # Not at import: this module is the public API, loaded before the app registry is ready.
         from ..models import CancelRequest
 
         return CancelRequest.objects.filter(job_id=self.job.pk).exists()

@@ -1,15 +1,17 @@
-"""Rate limits of the AHP endpoints (§11) on django-ratelimit's shared-cache counters.
+"""Rate limits of the front doors (AHP §11) on django-ratelimit's shared-cache counters.
 
 A request with an API key is counted per key, and by nothing a sender declares about itself; an anonymous one per
-client network (the address :func:`client_address` finds: an IPv4 address, or an IPv6 /64, which one subscriber
-usually holds whole) and per ``requesting_agent`` name *from that network*, so a name never spends another sender's
-quota. The most constrained counter fills the four ``X-RateLimit-*`` headers; on a 429, the one that binds: of the
-counters that will refuse the request again (:meth:`Counter.waits`), the last to reset, whose wait is
-``Retry-After``. Token budgets (§11.4) are counted per session (on the session row, the budget of the session's
-tier) and per client network per day (a cache counter). An answer reserves what it may spend on both before it
-starts (:func:`reserve_tokens`), so requests sent at once cannot all find the same last tokens left; on the daily
-budget a reservation counts for a bounded time, so one its process never released (killed mid-answer) does not hold
-the budget until the next day; a budget only its reservations fill is not spent, and is waited for until they end.
+client network (an IPv4 address, or an IPv6 /64, which one subscriber usually holds whole, of the address the front
+door found) and per ``requesting_agent`` name *from that network*, so a name never spends another sender's quota.
+The most constrained counter is what the front door reports in the four ``X-RateLimit-*`` headers; on a 429, the one
+that binds: of the counters that will refuse the request again (:meth:`Counter.waits`), the last to reset, whose
+wait is ``Retry-After`` (:meth:`Counter.reported`). Nothing here reads an HTTP request or writes a response.
+
+Token budgets (§11.4) are counted per session (on the session row, the budget of the session's tier) and per
+client network per day (a cache counter). An answer reserves what it may spend on both before it starts
+(:func:`reserve_tokens`), so requests sent at once cannot all find the same last tokens left; on the daily budget a
+reservation counts for a bounded time, so one its process never released (killed mid-answer) does not hold the
+budget until the next day; a budget only its reservations fill is not spent, and is waited for until they end.
 """
 
 from __future__ import annotations
@@ -17,14 +19,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
-import re
 import time
 from dataclasses import dataclass, replace
 
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.db.models import F
-from django.http import HttpRequest, HttpResponseBase
 from django_ratelimit.core import get_usage
 
 from ..conf import app_settings
@@ -58,50 +58,6 @@ class Usage:
 
 
 IPV6_PREFIX = 64
-PORT = re.compile(r"^\[(?P<v6>[^\]]+)\](?::\d+)?$|^(?P<v4>[\d.]+):\d+$")
-
-
-def forwarded_address(request: HttpRequest) -> str | None:
-    """The client's address as the ``TRUSTED_PROXY_COUNT`` reverse proxies in front of the site saw it.
-
-    Each proxy appends the address it received the request from to ``X-Forwarded-For``, so the last N entries
-    are written by the site's own proxies and the N-th from the right is the client; anything further left
-    came from the client and is ignored. With no proxies, or a header shorter than the proxy chain (a request
-    that did not come through all of it), ``REMOTE_ADDR``.
-    """
-    proxies = app_settings.TRUSTED_PROXY_COUNT
-    if proxies > 0:
-        header = request.META.get("HTTP_X_FORWARDED_FOR", "")
-        hops = [hop.strip() for hop in header.split(",") if hop.strip()]
-        if len(hops) >= proxies:
-            return hops[-proxies]
-    return request.META.get("REMOTE_ADDR")
-
-
-def _parse_address(value: object) -> str | None:
-    """``value`` as a normalised IP address (an IPv4-mapped IPv6 address as IPv4, a port or an IPv6 zone
-    dropped), else None."""
-    if not isinstance(value, str):
-        return None
-    value = value.strip()
-    port = PORT.match(value)
-    if port:
-        value = port.group("v6") or port.group("v4")
-    value = value.split("%", 1)[0]
-    try:
-        address = ipaddress.ip_address(value)
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    return str(address)
-
-
-def client_address(request: HttpRequest) -> str | None:
-    """The visiting agent's IP address: ``CLIENT_IP_FUNCTION``'s answer when set, else :func:`forwarded_address`;
-    None when it is not a valid address. Every per-client count and anonymous session ownership use this."""
-    find = app_settings.CLIENT_IP_FUNCTION
-    return _parse_address(find(request) if find else forwarded_address(request))
 
 
 def network_of(address: str | None) -> str:
@@ -114,19 +70,17 @@ def network_of(address: str | None) -> str:
     return str(ip)
 
 
-def client_ip(request: HttpRequest) -> str:
-    """The client's bucket: :func:`network_of` its :func:`client_address`."""
-    return network_of(client_address(request))
-
-
 def _period_seconds(rate: str) -> int:
     unit = rate.split("/", 1)[1][:1]
     return {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
 
 
-def count_request(request: HttpRequest, scope: str, value: str, rate: str, *, increment: bool = True) -> Usage:
+def count_request(scope: str, value: str, rate: str, *, increment: bool = True) -> Usage:
     """Count this request against ``value``'s counter in ``scope`` and report the window (``increment`` False: report
     the counter as it stands, counting nothing).
+
+    django-ratelimit reads a request only for what is given here (the key, the group, every method), so none is
+    passed: the counting is the same from any front door, or from a worker.
 
     The counter is one per window length, whatever the rate's number, which is applied here: django-ratelimit keys
     a counter by its whole rate, so a verified agent whose trust moved it to another tier mid-window (another
@@ -134,7 +88,7 @@ def count_request(request: HttpRequest, scope: str, value: str, rate: str, *, in
     """
     limit, window = int(rate.split("/", 1)[0]), _period_seconds(rate)
     group = f"{GROUP}:{scope}"
-    usage = get_usage(request, group=group, key=lambda group, request: value, rate=(0, window), increment=increment)
+    usage = get_usage(None, group=group, key=lambda group, request: value, rate=(0, window), increment=increment)
     if usage is None:  # RATELIMIT_ENABLE = False
         return Usage(scope, limit, limit, int(time.time()) + window, window, False)
     count = usage["count"]
@@ -155,7 +109,7 @@ def tier_rate(tier: str) -> str:
     return app_settings.RATE_LIMITS.get(tier, {}).get("requests") or default
 
 
-def count_did_network(request: HttpRequest) -> Usage | None:
+def count_did_network(address: str | None) -> Usage | None:
     """The count of the requests this client network's verified agents make together (``DID_NETWORK_RATE_LIMIT``),
     or None when there is no such ceiling. Each DID is counted on its own too; this one counts what self-issued
     identities cannot multiply."""
@@ -164,13 +118,13 @@ def count_did_network(request: HttpRequest) -> Usage | None:
         return None
     if "/" not in rate:
         rate = tier_rate(rate)
-    return count_request(request, DID_NETWORK, client_ip(request), rate)
+    return count_request(DID_NETWORK, network_of(address), rate)
 
 
-def count_ip(request: HttpRequest, *, increment: bool = True) -> Usage:
-    """The per-IP count of anonymous requests (and of requests whose credentials were refused); ``increment`` False:
-    as it stands, this request uncounted."""
-    return count_request(request, "ip", client_ip(request), tier_rate("unauthenticated"), increment=increment)
+def count_ip(address: str | None, *, increment: bool = True) -> Usage:
+    """The per-IP count of anonymous requests (and of requests whose credentials were refused) from ``address``'s
+    network; ``increment`` False: as it stands, this request uncounted."""
+    return count_request("ip", network_of(address), tier_rate("unauthenticated"), increment=increment)
 
 
 class Counter:
@@ -179,15 +133,17 @@ class Counter:
     counted before it is read. Refused credentials and requests that never reach the check (a malformed or
     oversize body) count per IP, like anonymous requests, so guessing keys is limited too."""
 
-    def __init__(self, request: HttpRequest) -> None:
-        self.request = request
+    def __init__(self, address: str | None) -> None:
+        #: The client's address (:func:`~agent_handshake.frontdoor.client_address`): the anonymous counts are its
+        #: network's.
+        self.address = address
         self.usages: list[Usage] = []
         self.ip: Usage | None = None
 
     def count_ip(self) -> Usage:
         """This request's per-IP count (counted once), as :meth:`refusal` reports it."""
         if self.ip is None:
-            self.ip = count_ip(self.request)
+            self.ip = count_ip(self.address)
             self.usages.append(self.ip)
         return self.refusal(self.ip)
 
@@ -195,7 +151,7 @@ class Counter:
         """The per-IP count as it stands, for the headers of a request that is not counted (an ``OPTIONS``, a
         browser's CORS preflight: it does no work and carries no credentials, so counted it would spend a keyed
         page's network's anonymous quota, and a 429 to it fails the page's request whatever its key allows)."""
-        self.usages.append(count_ip(self.request, increment=False))
+        self.usages.append(count_ip(self.address, increment=False))
 
     def add(self, usage: Usage) -> Usage:
         """Add a count of this request; ``usage`` as :meth:`refusal` reports it."""
@@ -210,7 +166,7 @@ class Counter:
         which spends no tokens, and then the budget is not waited for."""
         waits = [usage for usage in self.usages if usage.remaining == 0]
         if not any(usage.exceeded and usage.scope.startswith("capability:") for usage in self.usages):
-            daily = daily_usage(client_ip(self.request))
+            daily = daily_usage(network_of(self.address))
             if daily is not None and daily.exceeded:
                 waits.append(daily)
         return waits
@@ -224,33 +180,28 @@ class Counter:
             return usage
         return replace(usage, reset=max(wait.reset for wait in [usage, *self.waits()]))
 
-    def headers(self, response: HttpResponseBase) -> HttpResponseBase:
-        """The four ``X-RateLimit-*`` headers; on a 429, those of the counter that binds (the last of
-        :meth:`waits` to reset) and ``Retry-After`` (§11.1: on every 429), the longest of that counter's wait and
-        the one the refusal gave (a budget may refuse with no counter of its own in the request)."""
+    def reported(self, refused: bool) -> tuple[Usage, int | None]:
+        """What the front door's four ``X-RateLimit-*`` headers report, and on a 429 (``refused``) the seconds of
+        its ``Retry-After`` (§11.1: on every 429). Normally the most constrained counter; on a 429, the one that
+        binds (the last of :meth:`waits` to reset). Without a counter to wait for (a session's turns or tokens:
+        the same session will not do), a new session may ask at once: the shortest wait, one second."""
         if not self.usages:  # the request never reached the credentials check
             self.count_ip()
-        if response.status_code != 429:
-            return add_headers(response, most_constrained(self.usages))
+        if not refused:
+            return most_constrained(self.usages), None
         waits = self.waits()
-        binding = max(waits, key=lambda usage: usage.reset) if waits else most_constrained(self.usages)
-        add_headers(response, binding)
-        # Without a counter to wait for (a session's turns or tokens: retry_after null, the same session will not
-        # do), a new session may ask at once: the shortest wait the header can say.
-        retry_after = binding.retry_after if waits else 1
-        given = response.headers.get("Retry-After", "")
-        if given.isdigit():
-            retry_after = max(retry_after, int(given))
-        response.headers["Retry-After"] = str(retry_after)
-        return response
+        if not waits:
+            return most_constrained(self.usages), 1
+        binding = max(waits, key=lambda usage: usage.reset)
+        return binding, binding.retry_after
 
 
-def count_key(request: HttpRequest, key_id: str, tier: str = "authenticated") -> Usage:
+def count_key(key_id: str, tier: str = "authenticated") -> Usage:
     """An API key's count (a verified agent's key counts under its trust tier's ``RATE_LIMITS`` entry)."""
-    return count_request(request, "key", key_id, tier_rate(tier))
+    return count_request("key", key_id, tier_rate(tier))
 
 
-def count_agent(request: HttpRequest, requesting_agent: str) -> Usage | None:
+def count_agent(address: str | None, requesting_agent: str) -> Usage | None:
     """An anonymous request's count per ``requesting_agent`` name *and client network* (None: no such limit).
 
     The name is an unverified hint (AHP §8.1): counted across senders, anyone could exhaust a named agent's
@@ -260,7 +211,7 @@ def count_agent(request: HttpRequest, requesting_agent: str) -> Usage | None:
     rate = app_settings.AGENT_RATE_LIMIT
     if not rate:
         return None
-    return count_request(request, "agent", f"{client_ip(request)} {requesting_agent}", rate)
+    return count_request("agent", f"{network_of(address)} {requesting_agent}", rate)
 
 
 def most_constrained(usages: list[Usage]) -> Usage:
@@ -268,16 +219,6 @@ def most_constrained(usages: list[Usage]) -> Usage:
     if exceeded:
         return max(exceeded, key=lambda usage: usage.reset)
     return min(usages, key=lambda usage: (usage.remaining, -usage.reset))
-
-
-def add_headers(response: HttpResponseBase, usage: Usage) -> HttpResponseBase:
-    """The four ``X-RateLimit-*`` headers from ``usage``. (``Retry-After`` is :meth:`Counter.headers`'s, on a 429
-    only: a request refused for something else, a body over the cap, would not succeed for waiting.)"""
-    response.headers["X-RateLimit-Limit"] = str(usage.limit)
-    response.headers["X-RateLimit-Remaining"] = str(usage.remaining)
-    response.headers["X-RateLimit-Reset"] = str(usage.reset)
-    response.headers["X-RateLimit-Window"] = str(usage.window)
-    return response
 
 
 def session_budget(tier: str) -> int:

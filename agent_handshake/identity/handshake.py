@@ -101,7 +101,8 @@ def check_binding(did: str, public_key: bytes) -> None:
 
 #: An operator's refusal of a verified agent through its own API key or agent client (the admin's "revoke" action, an
 #: expiry date, "active" unticked): ``ApiKey.refusal``'s reason -> the code (its queued jobs end with the same ones,
-#: ``concierge/jobs.py``) and why. A 403, as for a blocked DID: a new handshake cannot undo an operator's decision.
+#: ``concierge/job_owners.py``) and why. A 403, as for a blocked DID: a new handshake cannot undo an operator's
+#: decision.
 WITHDRAWN = {
     "revoked": ("key_revoked", "its API key was revoked"),
     "expired": ("key_expired", "its API key has expired"),

@@ -31,7 +31,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+from django.db import transaction
 from django.dispatch import receiver
+from django.utils import timezone
 
 from ..conf import SETTING_NAME, app_settings
 
@@ -246,9 +248,7 @@ def rotated_site_keys() -> list[Any]:
     The site notices a rotation itself: the first time a process serving a new key builds a manifest, the new key
     is recorded and every other recorded key is marked rotated (a deployment that rotates keeps one key at a
     time: ``manage.py agent_site_key --rotate``, or a new ``SITE_PRIVATE_KEY``)."""
-    from django.db import transaction
-    from django.utils import timezone
-
+    # Deferred: the key itself loads without Django's app registry (a process that only signs), the records need it.
     from ..models import SiteKeyRecord
 
     current = site_did()

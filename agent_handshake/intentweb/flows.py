@@ -32,37 +32,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.db import IntegrityError, transaction
 from rest_framework.request import Request
 
-from ..concierge import calls, errors, jobs, routing
+from ..concierge import calls, errors, interactions, jobs, routing, traffic
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
+from ..concierge.interactions import InteractionStatus
 from ..concierge.invocation import answer_input, check_input, field_question
+from ..concierge.job_status import find as find_job
+from ..concierge.job_status import under_way, up_to_date
+from ..frontdoor import client_address
 from ..identity.auth import printable_ascii
-from ..insights import recording
-from ..models import IdempotencyRecord, Interaction, Job
 from ..registry import Capability, capability_registry
 from ..text import visible_name
 from . import attribution
 from .envelope import Envelope
 
-#: What a turn may change on a stored interaction: a save writes these alone (the others are fixed when the
-#: intent_request creates it), which spares the ORM preparing and sending the rest.
-TURN_FIELDS = [
-    "status",
-    "capability",
-    "candidates",
-    "collected",
-    "asked",
-    "confidence",
-    "job",
-    "external_id",
-    "turns",
-    "updated_at",
-]
+if TYPE_CHECKING:
+    from ..models import Interaction, Job
 
 
 @dataclass
@@ -183,7 +172,7 @@ class Turn:
 
     @property
     def address(self) -> str | None:
-        return ratelimit.client_address(self.request._request)
+        return client_address(self.request._request)
 
     def run(self, interaction: Interaction | None) -> Reply:
         """The turn on ``interaction`` (None: the interaction_id has none yet), in the caller's transaction
@@ -218,7 +207,7 @@ class Turn:
             )
         key = self.owner.api_key
         actor = self.actor()
-        interaction = Interaction(
+        interaction = interactions.new(
             interaction_id=envelope.interaction_id,
             api_key=key,
             client_ip=None if key else self.address,
@@ -234,24 +223,21 @@ class Turn:
         # Routed over every capability, so that an intent that fits one out of reach is told so rather than taken to
         # the nearest of those in reach (a call-back to a price quote); only one in reach is ever chosen or listed.
         route = routing.route(envelope.message, offered())
-        try:
-            with transaction.atomic():  # another request may be starting the same interaction_id right now
-                interaction.save()
-        except IntegrityError:
+        if not interactions.create(interaction):  # another request started the same interaction_id first
             raise errors.Conflict(
                 "This interaction_id is in use: start your interaction with a new one.",
                 code="interaction_in_use",
                 status=409,
-            ) from None
+            )
         in_reach = {capability.name for capability in reachable}
         if route.chosen is None or route.chosen.name not in in_reach:
             candidates = [c for c in route.candidates if c.name in in_reach] if route.chosen is None else []
             # Said only of a clear fit: a message that fits nothing clearly ("Hello") is asked which, not told no.
             out_of_reach = route.chosen is not None
             candidates = candidates or reachable  # none of those it fits is in reach: what is
-            interaction.status = Interaction.Status.CLARIFYING
+            interaction.status = InteractionStatus.CLARIFYING
             interaction.candidates = [capability.name for capability in candidates]
-            interaction.save(update_fields=TURN_FIELDS)
+            interactions.save_turn(interaction)
             return self.clarification(candidates, first=True, out_of_reach=out_of_reach)
         interaction.capability = route.chosen.name
         interaction.confidence = route.ranked[0].score
@@ -267,7 +253,7 @@ class Turn:
         lead = "Which of these do you want?" if first else "I could not tell which of these you meant."
         if out_of_reach:
             lead = f"{self.not_reachable_lead} {lead}"
-        recording.note(outcome=recording.Outcome.CLARIFICATION)
+        traffic.note_clarification()
         return Reply(
             "clarification_request",
             lead + "\n\n" + "\n".join(lines) + "\n\nAnswer with its number or its name.",
@@ -319,16 +305,16 @@ class Turn:
             )
         interaction.turns += 1
         if envelope.flow_type == "error":
-            interaction.status = Interaction.Status.CLOSED
-            interaction.save(update_fields=TURN_FIELDS)
+            interaction.status = InteractionStatus.CLOSED
+            interactions.save_turn(interaction)
             return Reply("error", "The interaction is closed, as you asked.", status="closed")
-        if interaction.status == Interaction.Status.WAITING:
+        if interaction.status == InteractionStatus.WAITING:
             return self.report(interaction)
         # §3.4: a client's information_request or clarification_request asks the site something ("Do you have
         # vegan options?"); it answers nothing, so its words neither choose an option nor fill a field (read as the
         # answer to a one-field question, "Is there parking?" was the name a tasting was booked under).
         question = envelope.flow_type in QUESTIONS
-        if interaction.status == Interaction.Status.CLARIFYING:
+        if interaction.status == InteractionStatus.CLARIFYING:
             reachable = self.reachable()
             candidates = [c for c in reachable if c.name in interaction.candidates]
             candidates.sort(key=lambda c: interaction.candidates.index(c.name))
@@ -338,19 +324,19 @@ class Turn:
             if chosen is None:
                 listed = reachable
                 interaction.candidates = [c.name for c in listed]  # the next answer chooses among these
-                interaction.save(update_fields=TURN_FIELDS)
+                interactions.save_turn(interaction)
                 return self.clarification(listed, first=False)
             interaction.capability = chosen.name
             interaction.candidates = []
             interaction.confidence = None
-            interaction.status = Interaction.Status.COLLECTING
+            interaction.status = InteractionStatus.COLLECTING
             # Not read from the intent again: it was too vague to route, and a capability's own extractor may
             # take any text for a field ("something from the shop" as a product).
             return self.collect(chosen, [])
         capability = next((c for c in self.reachable() if c.name == interaction.capability), None)
         if capability is None:
-            interaction.status = Interaction.Status.FAILED
-            interaction.save(update_fields=TURN_FIELDS)
+            interaction.status = InteractionStatus.FAILED
+            interactions.save_turn(interaction)
             return Reply("error", "This capability is no longer offered.", status="unavailable", http_status=410)
         if question:
             return self.collect(capability, [], notes=[QUESTION_NOTE.format(flow_type=envelope.flow_type)])
@@ -453,7 +439,7 @@ class Turn:
                 if name in properties and name not in refused:
                     refused.append(name)
             problem = check_input(capability, data)
-        interaction.status = Interaction.Status.COLLECTING
+        interaction.status = InteractionStatus.COLLECTING
         interaction.collected = data
         if problem is not None or refused:
             # An invalid value is asked for again even where the field is optional: run without it, the action
@@ -467,7 +453,7 @@ class Turn:
             # What the message gave of what was asked (a value refused above was not taken); None: no answer.
             answered = [name for name in asked if name in data] if answering else None
             reply = self.ask(capability, [*missing, *optional], notes, answered)
-            interaction.save(update_fields=TURN_FIELDS)
+            interactions.save_turn(interaction)
             return reply
         return self.execute(capability, data)
 
@@ -526,7 +512,7 @@ class Turn:
         parts = [" ".join(self.readings)] if self.readings else []
         if notes:
             parts.append("That did not work:\n\n" + "\n".join(f"- {note}" for note in notes))
-        recording.note(capability=capability.name, outcome=recording.Outcome.CLARIFICATION)
+        traffic.note_clarification(capability.name)
         parts.append(field_question(capability, missing, answered))
         if interaction.collected:
             parts.append("So far I have:\n\n" + table(interaction.collected, labels_of(capability)))
@@ -566,7 +552,8 @@ class Turn:
         return self.call_class(
             capability=capability,
             owner=self.owner,
-            request=self.request._request,
+            address=self.address,
+            path=self.request.path,
             protocol="intentweb",
             query=interaction.intent,
             input=data,
@@ -586,17 +573,17 @@ class Turn:
         assert interaction is not None
         if isinstance(result, calls.Done):
             outcome = result.outcome
-            interaction.status = Interaction.Status.DONE
+            interaction.status = InteractionStatus.DONE
             reference = external_id(capability, outcome.data) or ""
-            interaction.external_id = stored_id(reference)
-            interaction.save(update_fields=TURN_FIELDS)
+            interaction.external_id = interactions.stored_id(reference)
+            interactions.save_turn(interaction)
             return done(capability, outcome.answer, outcome.data, interaction, reference)
         if isinstance(result, calls.Accepted):
             job = result.job
-            interaction.status = Interaction.Status.WAITING
+            interaction.status = InteractionStatus.WAITING
             interaction.job = job
             interaction.external_id = str(job.pk)
-            interaction.save(update_fields=TURN_FIELDS)
+            interactions.save_turn(interaction)
             eta = f" in about {job.eta_seconds} seconds" if job.eta_seconds else ""
             return Reply(
                 "information_response",
@@ -608,7 +595,7 @@ class Turn:
             )
         if isinstance(result, calls.NeedsInput):  # structured input never asks, but the concierge may
             reply = self.ask(capability, result.missing, [])
-            interaction.save(update_fields=TURN_FIELDS)
+            interactions.save_turn(interaction)
             return reply
         error = result.error
         named = [str(name) for name in error.details.get("fields") or []]
@@ -623,21 +610,22 @@ class Turn:
             problem = check_input(capability, interaction.collected)
             reply = self.ask(capability, problem.missing if problem else fixable, [cell(error.message, 400)])
             reply.status = error.code
-            interaction.save(update_fields=TURN_FIELDS)
+            interactions.save_turn(interaction)
             return reply
-        interaction.status = Interaction.Status.FAILED
-        interaction.save(update_fields=TURN_FIELDS)
+        interaction.status = InteractionStatus.FAILED
+        interactions.save_turn(interaction)
         return Reply("error", cell(error.message, 600), status=error.code, http_status=error.status)
 
     def report(self, interaction: Interaction) -> Reply:
         """How the interaction's job stands; its end ends the interaction."""
-        job = Job.objects.filter(pk=interaction.job_id).first() if interaction.job_id else None
+        job = find_job(interaction.job_id)
+        job = up_to_date(job) if job is not None else None
         if job is None:  # purged after JOB_RETENTION_SECONDS
-            interaction.status = Interaction.Status.FAILED
-            interaction.save(update_fields=TURN_FIELDS)
+            interaction.status = InteractionStatus.FAILED
+            interactions.save_turn(interaction)
             return Reply("error", "This interaction's job is no longer kept.", status="expired", http_status=410)
         reply = job_reply(job, interaction)
-        interaction.save(update_fields=TURN_FIELDS)
+        interactions.save_turn(interaction)
         if interaction.terminal:
             self.remember(interaction, reply)
         return reply
@@ -650,21 +638,7 @@ class Turn:
         capability = capability_registry.get(interaction.capability)
         if not idempotency_key or capability is None:
             return
-        call = self.call(capability, {})
-        if call.key is None:  # as for a final turn: idempotency is per API key
-            return
-        if len(idempotency_key) > calls.MAX_IDEMPOTENCY_KEY:
-            raise errors.InvalidInput(f"Idempotency-Key is over {calls.MAX_IDEMPOTENCY_KEY} characters.")
-        fingerprint = call.fingerprint()
-        record, created = IdempotencyRecord.objects.get_or_create(
-            api_key=call.key,
-            key=idempotency_key,
-            defaults={"request_hash": fingerprint, "status_code": reply.http_status, "body": reply.as_dict()},
-        )
-        if not created and record.request_hash != fingerprint:
-            raise errors.Conflict(
-                "This Idempotency-Key was used for a different request; use a new key for a new request."
-            )
+        interactions.remember_answer(self.call(capability, {}), idempotency_key, reply.http_status, reply.as_dict())
 
 
 JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
@@ -707,12 +681,6 @@ def external_id(capability: Capability, data: dict[str, Any]) -> str | None:
     return None
 
 
-def stored_id(reference: str) -> str:
-    """``reference`` as the interaction's ``external_id`` column holds it: the reply carries it whole, but a long one
-    (a signed token, say) would fail the save after the capability ran."""
-    return reference[: Interaction._meta.get_field("external_id").max_length]
-
-
 def done(capability: Capability, answer: str, data: dict[str, Any], interaction: Interaction, reference: str) -> Reply:
     details = {name: value for name, value in data.items() if isinstance(value, (str, int, float))}
     message = cell(answer, 1000) + ("\n\n" + table(details, {}) if details else "")
@@ -725,7 +693,7 @@ def done(capability: Capability, answer: str, data: dict[str, Any], interaction:
 def job_reply(job: Job, interaction: Interaction) -> Reply:
     """The reply for an interaction's job as it stands (the interaction's status follows; the caller saves)."""
     capability = capability_registry.get(job.capability) or Capability(job.capability, "", mode="MODE3")
-    if job.status in Job.ACTIVE:
+    if under_way(job):
         return Reply(
             "information_response",
             cell(job.progress or "Still under way.", 300),
@@ -734,13 +702,13 @@ def job_reply(job: Job, interaction: Interaction) -> Reply:
         )
     outcome = jobs.outcome_of(job)
     if outcome is not None:
-        interaction.status = Interaction.Status.DONE
+        interaction.status = InteractionStatus.DONE
         reference = external_id(capability, outcome.data) or str(job.pk)
-        interaction.external_id = stored_id(reference)
+        interaction.external_id = interactions.stored_id(reference)
         reply = done(capability, outcome.answer, outcome.data, interaction, reference)
         reply.status = "completed"
         return reply
-    interaction.status = Interaction.Status.FAILED
+    interaction.status = InteractionStatus.FAILED
     code, message, details = errors.split_job_error(job.error)
     message = message or job.progress or f"The job is {job.status}."
     # As a refusal's envelope has it (render_error): its code in status (sold_out, cancelled, concierge_error; an

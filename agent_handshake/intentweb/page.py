@@ -38,7 +38,7 @@ from ..concierge import limits as ratelimit
 from ..concierge.invocation import extract_input
 from ..conf import app_settings
 from ..identity.auth import Credentials
-from ..models import AgentClient, ApiKey
+from ..identity.own_keys import own_key
 from ..registry import INTENTWEB_VERSION, Capability
 from . import attribution
 from .flows import Turn, offered
@@ -51,15 +51,7 @@ MAX_SESSION_INTERACTIONS = 50
 
 def page_credentials() -> Credentials:
     """The site's own key for the page, with ``INTENT_UI_SCOPES`` (kept in step with the setting)."""
-    scopes = sorted(set(app_settings.INTENT_UI_SCOPES))
-    client, _ = AgentClient.objects.get_or_create(name=CLIENT_NAME)
-    key = ApiKey.objects.filter(client=client, name="intent page", revoked_at__isnull=True).first()
-    if key is None:
-        key, _ = ApiKey.objects.issue(client, name="intent page", scopes=scopes)
-    elif sorted(key.scopes) != scopes:
-        key.scopes = scopes
-        key.save(update_fields=["scopes"])
-    return Credentials(key, "intent_page")
+    return Credentials(own_key(CLIENT_NAME, "intent page", app_settings.INTENT_UI_SCOPES), "intent_page")
 
 
 def page_may(capability: Capability) -> bool:
@@ -76,7 +68,7 @@ class PageCall(calls.Call):
 
     def counted_as(self) -> str:
         # Per address as an anonymous caller's: the same person through /intent gets no second budget.
-        return ratelimit.client_ip(self.request)
+        return ratelimit.network_of(self.address)
 
 
 class PageTurn(Turn):

@@ -29,30 +29,32 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
-import random
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections, router, transaction
+from django.db import transaction
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from ..concierge import errors
+from ..concierge import errors, interaction_admission, interactions
+from ..concierge.interaction_admission import database
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described
 from ..hosts import base_url
 from ..identity.site_key import public_key_from_b64url, site_private_key
-from ..models import IntentNonce, Interaction, Job, TrustedActorKey
 from ..registry import INTENTWEB_VERSION
 from . import attribution, flows
 from .envelope import Envelope, parse, parse_time, spoken
 from .openapi import INTENT
+
+if TYPE_CHECKING:
+    from ..models import Interaction, Job
 
 logger = logging.getLogger(__name__)
 
@@ -152,61 +154,6 @@ def check_fresh(envelope: Envelope) -> None:
         )
 
 
-#: A message's admission, one statement (one round trip) in its transaction: its nonce spent unless it was before
-#: (``admit_fresh``); the public keys an operator registered for the actors of its chain entries (``admit_keys``),
-#: read for every message, not cached, so a key an operator adds, changes or deactivates applies to the next
-#: request in every process; and its interaction's row, locked until the message's work is committed (concurrent
-#: messages of one interaction take turns), or NULLs if there is none. Raw SQL because the ORM puts no INSERT in a
-#: WITH clause; ON CONFLICT DO NOTHING rather than an IntegrityError, which would need a savepoint to recover from.
-ADMIT = """
-    WITH spent AS (
-        INSERT INTO {nonces} ({nonce}, {created_at}) VALUES (%s, %s) ON CONFLICT ({nonce}) DO NOTHING RETURNING 1
-    )
-    SELECT interaction.*, EXISTS (SELECT 1 FROM spent) AS admit_fresh,
-        ARRAY(SELECT ARRAY[{actor_id}, {public_key}] FROM {keys} WHERE {active} AND {actor_id} = ANY(%s)) AS admit_keys
-    FROM (SELECT 1) AS message
-    LEFT JOIN LATERAL (SELECT * FROM {interactions} WHERE {interaction_id} = %s FOR UPDATE) AS interaction ON true
-"""
-#: :data:`ADMIT`'s checks, read-only (:func:`screen`): whether the nonce was spent, and the chain's actors' keys.
-SCREEN = """
-    SELECT EXISTS (SELECT 1 FROM {nonces} WHERE {nonce} = %s),
-        ARRAY(SELECT ARRAY[{actor_id}, {public_key}] FROM {keys} WHERE {active} AND {actor_id} = ANY(%s))
-"""
-
-
-def database() -> str:
-    """The database alias a message's transaction and its admission use: where the ORM writes interactions, nonces
-    and actor keys. A router that puts them on different databases is refused (the nonce, the keys and the lock
-    must be in one transaction)."""
-    aliases = {router.db_for_write(model) for model in (Interaction, IntentNonce, TrustedActorKey)}
-    if len(aliases) != 1:
-        raise ImproperlyConfigured(
-            "IntentWeb needs Interaction, IntentNonce and TrustedActorKey on one database; the routers give "
-            f"{sorted(aliases)}."
-        )
-    return aliases.pop()
-
-
-def admit_sql(alias: str, statement: str = ADMIT) -> str:
-    """``statement`` (:data:`ADMIT`, :data:`SCREEN`) with the models' quoted table and column names on ``alias``."""
-    quote = connections[alias].ops.quote_name
-
-    def column(model: type, name: str) -> str:
-        return quote(model._meta.get_field(name).column)
-
-    return statement.format(
-        nonces=quote(IntentNonce._meta.db_table),
-        nonce=column(IntentNonce, "nonce"),
-        created_at=column(IntentNonce, "created_at"),
-        keys=quote(TrustedActorKey._meta.db_table),
-        actor_id=column(TrustedActorKey, "actor_id"),
-        public_key=column(TrustedActorKey, "public_key"),
-        active=column(TrustedActorKey, "active"),
-        interactions=quote(Interaction._meta.db_table),
-        interaction_id=column(Interaction, "interaction_id"),
-    )
-
-
 @functools.lru_cache(maxsize=256)
 def registered_key(text: str) -> Ed25519PublicKey:
     """A registered key's public-key object, loaded once per key: the cache is keyed by the key itself, so a changed
@@ -225,16 +172,14 @@ class Admission:
 def admit(envelope: Envelope, alias: str) -> Admission:
     """Spend the envelope's nonce, check its chain and lock its interaction, in the message's transaction on
     ``alias`` (:meth:`IntentView.process`), which a refusal leaves, rolled back: a refused message spends no nonce.
-    An entry of a registered actor with a wrong signature is refused, and so is a nonce accepted before."""
-    params = [envelope.attribution["nonce"], timezone.now(), actors_of(envelope), envelope.interaction_id]
-    # A RawQuerySet runs its statement once, when it is iterated (its columns are read from that cursor).
-    (row,) = Interaction.objects.raw(admit_sql(alias), params, using=alias)
-    verified = verify_chain(envelope, dict(row.admit_keys))
-    if not row.admit_fresh:
+    An entry of a registered actor with a wrong signature is refused, and so is a nonce accepted before
+    (:mod:`agent_handshake.concierge.interaction_admission`)."""
+    nonce = envelope.attribution["nonce"]
+    admitted = interaction_admission.admit(nonce, actors_of(envelope), envelope.interaction_id, alias)
+    verified = verify_chain(envelope, admitted.keys)
+    if not admitted.fresh:
         raise replayed()
-    if random.random() < 0.02:  # now and then, once the message is committed, forget nonces past the skew window
-        transaction.on_commit(forget_old_nonces, using=alias)
-    return Admission(verified, row if row.pk is not None else None)
+    return Admission(verified, admitted.interaction)
 
 
 def screen(envelope: Envelope, alias: str) -> None:
@@ -242,11 +187,9 @@ def screen(envelope: Envelope, alias: str) -> None:
     ``callback_url``'s DNS lookup): a replayed message, or one whose signature does not verify, costs one read, not a
     lookup of a name server its sender chooses. Read-only: :func:`admit` still decides, in the transaction (a nonce
     spent meanwhile is refused there)."""
-    with connections[alias].cursor() as cursor:
-        cursor.execute(admit_sql(alias, SCREEN), [envelope.attribution["nonce"], actors_of(envelope)])
-        spent, keys = cursor.fetchone()
-    verify_chain(envelope, dict(keys))
-    if spent:
+    screened = interaction_admission.screen(envelope.attribution["nonce"], actors_of(envelope), alias)
+    verify_chain(envelope, screened.keys)
+    if screened.spent:
         raise replayed()
 
 
@@ -260,13 +203,6 @@ def replayed() -> errors.AuthRequired:
         code="replayed_nonce",
         fields=["attribution.nonce"],
     )
-
-
-def forget_old_nonces() -> None:
-    """Delete the nonces older than twice the skew window (no message that old is accepted), outside any message's
-    transaction: it holds no message's locks."""
-    cutoff = timezone.now() - datetime.timedelta(seconds=2 * app_settings.INTENT_MAX_SKEW)
-    IntentNonce.forget_before(cutoff)
 
 
 def verify_chain(envelope: Envelope, keys: dict[str, str]) -> list[str]:
@@ -427,10 +363,10 @@ def callback_body(job: Job) -> dict[str, Any]:
         site_private_key()
     except ImproperlyConfigured as error:
         raise errors.Unavailable(f"the site key is unavailable: {error}", code=SITE_KEY_UNAVAILABLE) from None
-    interaction = Interaction.objects.filter(job=job).first()
+    interaction = interactions.of_job(job)
     if interaction is None:
         # Unsaved: job_reply only sets its status and external_id.
-        interaction = Interaction(interaction_id="", query_hash="", endpoint=site_endpoint())
+        interaction = interactions.new(interaction_id="", query_hash="", endpoint=site_endpoint())
         reply = flows.job_reply(job, interaction)
         reply.fields["external_id"] = str(job.pk)
     else:

@@ -19,11 +19,9 @@ from django.utils.encoding import iri_to_uri
 from django.utils.http import RFC3986_SUBDELIMS
 
 from .. import state
+from ..concierge import documents
 from ..concierge.validation import cut
 from ..conf import app_settings
-from ..indexing import documents_of
-from ..llms_txt import absolute_url, iter_llms_full_txt, render_document, render_llms_txt
-from ..registry import content_registry
 from .jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
 from .tools import Exchange
 
@@ -70,16 +68,11 @@ def listing(params: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
     """``resources/list``."""
     after = _after(params.get("cursor"))
     resources = _fixed(exchange.base) if after == 0 else []
-    rows = list(
-        # The registered models' only: an unregistered one's documents wait for agent_reindex to remove them.
-        documents_of(content_registry)
-        .filter(pk__gt=after)
-        .order_by("pk")
-        .values_list("pk", "url", "title", "summary")[: PAGE_SIZE + 1]
-    )
+    rows = documents.listed_after(after, PAGE_SIZE + 1)
     for _, url, title, summary in rows[:PAGE_SIZE]:
         # A URI, as MCP's Resource.uri is: an object URL written as an IRI ("/articles/日本茶/") is percent-encoded.
-        resource = {"uri": iri_to_uri(absolute_url(exchange.base, url)), "name": title or url, "mimeType": MARKDOWN}
+        uri = iri_to_uri(documents.absolute_url(exchange.base, url))
+        resource = {"uri": uri, "name": title or url, "mimeType": MARKDOWN}
         if exchange.revision.at_least("2025-06-18") and title:
             resource["title"] = title
         if summary:
@@ -130,27 +123,25 @@ def _text(uri: str, base: str, budget: int) -> tuple[str, str | None] | None:
     ours = parts.netloc.lower() == site.netloc.lower()
     path = parts.path
     if ours and path == reverse("agent_handshake:llms_txt"):
-        return render_llms_txt(state.snapshot(), base), None
+        return documents.llms_txt(base), None
     if ours and path == reverse("agent_handshake:llms_full_txt"):
         return _llms_full(base, budget), None
     # The path as sent, as the listing percent-encoded it, or as the IRI the object's URL may be stored as (a
     # decoded %00 is no stored path's: PostgreSQL refuses NUL in a query).
     decoded = unquote(path)
     paths = {path} if "\x00" in decoded else {path, decoded, quote(decoded, safe=RFC3986_SUBDELIMS + "/~:@")}
-    documents = documents_of(content_registry).filter(path__in=paths).select_related("content_type")
-    if not ours:
-        # get_url may give an absolute URL on another host, which the listing gives as it is: such a document is
-        # read by that whole URL, from the database like any other (never fetched).
-        documents = documents.filter(url__in={uri, *(f"{parts.scheme}://{parts.netloc}{each}" for each in paths)})
-    document = documents.order_by("pk").first()
+    # get_url may give an absolute URL on another host, which the listing gives as it is: such a document is read by
+    # that whole URL, from the database like any other (never fetched).
+    urls = None if ours else {uri, *(f"{parts.scheme}://{parts.netloc}{each}" for each in paths)}
+    document = documents.at_url(paths, urls)
     if document is None:
         return None
-    return render_document(document, base), f"{document.content_type.app_label}.{document.content_type.model}"
+    return documents.markdown(document, base), documents.model_label(document)
 
 
 def _llms_full(base: str, budget: int) -> str:
     pieces, size = [], 0
-    for piece in iter_llms_full_txt(state.snapshot(), base):
+    for piece in documents.llms_full_txt(base):
         size += len(piece)
         if size > budget:
             raise RpcError(

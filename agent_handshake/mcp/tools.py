@@ -22,17 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.urls import reverse
-from django.utils import timezone
 from rest_framework.request import Request
 
-from ..concierge import calls, errors, jobs
+from ..concierge import calls, errors, jobs, traffic
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner, Question, Turn, converse
 from ..concierge.invocation import authorize
+from ..concierge.job_status import owned_job, under_way
 from ..concierge.validation import MAX_PROBLEMS, check_query, named, shown
+from ..frontdoor import client_address
 from ..identity.auth import Credentials
-from ..insights import recording
-from ..models import Job
 from ..registry import Capability, capability_registry
 from .jsonrpc import INVALID_PARAMS, RpcError
 from .versions import Revision
@@ -77,7 +76,7 @@ class Exchange:
 
     @property
     def owner(self) -> Owner:
-        return Owner.of(self.credentials, ratelimit.client_address(self.request._request))
+        return Owner.of(self.credentials, client_address(self.request._request))
 
 
 def offered() -> list[Capability]:
@@ -221,7 +220,7 @@ def refusal(exc: errors.ConciergeError, exchange: Exchange) -> dict[str, Any]:
     exchange.challenged |= isinstance(exc, errors.AuthRequired)
     exchange.refused |= 400 <= exc.status < 500
     exchange.failed |= exc.status >= 500
-    recording.note(outcome=recording.outcome_of_status(exc.status))
+    traffic.note_refusal(exc)
     return tool_error(exc, exchange.revision)
 
 
@@ -330,7 +329,8 @@ def invoke(
     call_ = calls.Call(
         capability=capability,
         owner=exchange.owner,
-        request=request._request,
+        address=client_address(request._request),
+        path=request.path,
         protocol="mcp",
         query=query,
         input=structured or None,
@@ -383,20 +383,16 @@ def job_status(arguments: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
         raise errors.InvalidInput("arguments.job_id must be the job_id an async tool returned.")
     if exchange.credentials is None:
         raise errors.AuthRequired("A job's status is readable only with the credentials that started it.")
-    job = Job.objects.filter(pk=job_id).first() if len(job_id) <= 64 and job_id.isascii() else None
-    if job is None:
-        raise errors.NotFound(f"No job has the job_id {shown(job_id)}.")
-    if job.api_key_id != exchange.credentials.key.pk:
-        raise errors.Forbidden("These credentials did not start this job.")
-    if job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
-        jobs.expire(pk=job.pk)
-        job.refresh_from_db()
+    unknown = errors.NotFound(f"No job has the job_id {shown(job_id)}.")
+    if len(job_id) > 64 or not job_id.isascii():  # no job's id: not looked up
+        raise unknown
+    job = owned_job(job_id, exchange.credentials, unknown)
     structured: dict[str, Any] = {"job_id": str(job.pk), "status": job.status, "capability": job.capability}
     outcome = jobs.outcome_of(job)
     if outcome is not None:
         structured.update(status="success", data=outcome.data)
         return result(outcome.answer or f"Job {job.pk} is done.", structured, exchange.revision)
-    if job.status in Job.ACTIVE:
+    if under_way(job):
         structured["progress"] = job.progress
         return result(f"Job {job.pk} is {job.status}: {job.progress or 'running'}.", structured, exchange.revision)
     code, message, details = errors.split_job_error(job.error)

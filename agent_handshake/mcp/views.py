@@ -46,7 +46,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .. import content_signals, state
-from ..concierge import errors
+from ..concierge import errors, traffic
 from ..concierge.answering import combined_signals
 from ..concierge.validation import named
 from ..conf import app_settings
@@ -54,7 +54,6 @@ from ..cors import AGENT_HEADERS, answer_preflight, is_preflight, share_publicly
 from ..frontdoor import AgentJSONParser, FrontDoorView, described
 from ..hosts import base_url
 from ..identity.authentication import AgentKeyAuthentication, BodyCredentialsAuthentication
-from ..insights import recording
 from . import jsonrpc, server
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION, RpcError
 from .openapi import MCP
@@ -194,7 +193,7 @@ class MCPView(FrontDoorView):
         try:
             message = jsonrpc.parse(data)
         except RpcError as exc:
-            recording.note(outcome=recording.Outcome.ERROR)  # in a batch, its HTTP status is the batch's 200
+            traffic.note_error()  # in a batch, its HTTP status is the batch's 200
             self.declined = True
             request_id = data.get("id") if isinstance(data, dict) and jsonrpc.valid_id(data.get("id")) else None
             return exc.body(request_id), 400
@@ -216,7 +215,7 @@ class MCPView(FrontDoorView):
             return jsonrpc.result(message.id, server.dispatch(message, exchange)), 200
         except RpcError as exc:
             # An error in a 200 body, on the revisions that answer errors so: the status would say it is a success.
-            recording.note(outcome=recording.Outcome.ERROR)
+            traffic.note_error()
             self.declined = True  # nor does a verified agent's trust go up for it
             if revision is None or revision.modern:
                 status = HTTP_STATUS.get(exc.code, 200)

@@ -74,7 +74,7 @@ def normalise_languages(apps, schema_editor):
         SchemaKeyText.objects.using(db).filter(pk=kept.pk).update(language=tag, semantic_description=description)
         changed_templates.add(template_id)
     if changed_templates:
-        # As receivers.changed does: a template whose source digest differs is published again on its next read.
+        # As template_publishing.changed does: a template whose source digest differs is published again on its next read.
         SchemaTemplate.objects.using(db).filter(pk__in=changed_templates).update(source_digest="")
 
 

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from pgvector.django import VectorField
 
 from ..conf import app_settings
+from ..registry import NotRegistered, content_registry
 
 SIGNAL_NAMES = ("ai_train", "ai_input", "search", "attribution_required")
 
@@ -120,8 +121,6 @@ class ContentSignalOverride(models.Model):
         return str(self.content_type)
 
     def clean(self) -> None:
-        from ..registry import NotRegistered, content_registry
-
         if not self.content_type_id:
             return
         # Its documents' content type: the model's, for a registered proxy too (found by the label they carry).

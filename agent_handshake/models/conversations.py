@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -9,8 +11,6 @@ from .identity import SpentValue, validate_ed25519_public_key
 
 
 def _session_id() -> str:
-    import secrets
-
     return secrets.token_urlsafe(18)
 
 

@@ -13,6 +13,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils.translation import gettext_lazy as _
 
+from .. import keys
 from .retention import Forgettable
 
 # --- MODE3: agent clients, API keys, jobs ------------------------------------------------------------------------
@@ -64,8 +65,6 @@ class ApiKeyManager(models.Manager["ApiKey"]):
 
         ``key_id`` and ``salt`` are random unless given (the demo passes fixed ones so its key is reproducible).
         """
-        from .. import keys
-
         key = self.model(
             client=client,
             name=name,
@@ -126,8 +125,6 @@ class ApiKey(models.Model):
 
     def secret(self) -> str | None:
         """The key's secret, recomputed (to check signed requests and sign callbacks); None if it cannot be."""
-        from .. import keys
-
         return keys.recover_secret(self.key_id, self.salt, self.secret_hash)
 
 

@@ -19,25 +19,26 @@ job has one); another key gets 403, as on AHP's status URL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponseBase
-from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from ..concierge import calls, errors, jobs
-from ..concierge import limits as ratelimit
+from ..concierge import calls, errors, jobs, traffic
 from ..concierge.conversation import Owner
 from ..concierge.invocation import Outcome, authorize
+from ..concierge.job_status import JobStatus, in_conversation, owned_job, seconds_left, under_way
+from ..frontdoor import client_address
 from ..identity.auth import printable_ascii
-from ..insights import recording
-from ..models import ConverseSession, Job
 from ..registry import Capability, capability_registry
 from . import render
 from .actions import action_type
 from .request import Ask, Await, Preferences
 from .schema_org import CONTEXT
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 
 def action_item(capability: Capability, outcome: Outcome) -> dict[str, Any]:
@@ -98,7 +99,7 @@ def what_is_asked(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def owner_of(request: Request) -> Owner:
-    return Owner.of(request.auth, ratelimit.client_address(request._request))
+    return Owner.of(request.auth, client_address(request._request))
 
 
 def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
@@ -117,7 +118,8 @@ def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
     call = calls.Call(
         capability=capability,
         owner=owner_of(request),
-        request=request._request,
+        address=client_address(request._request),
+        path=request.path,
         protocol="nlweb",
         query=ask.text,
         input=ask.input,
@@ -155,35 +157,28 @@ def invoke_from_ask(view: Any, request: Request, ask: Ask) -> HttpResponseBase:
 def await_job(view: Any, request: Request, wait: Await) -> HttpResponseBase:
     if request.auth is None:
         raise errors.AuthRequired("A promise can be awaited only with the credentials that started its job.")
-    job = Job.objects.filter(pk=wait.token).first()
-    if job is None:
-        raise errors.NotFound("No job has this promise_token.", fields=["promise_token"])
-    recording.note(capability=job.capability)  # the request is about the job's capability, refused or answered
-    if job.api_key_id != request.auth.key.pk:
-        raise errors.Forbidden("These credentials did not start this job.")
-    if wait.action == "cancel":
-        job = jobs.cancel(job.pk)
-    elif job.status == Job.Status.WAITING and job.expires_at and job.expires_at <= timezone.now():
-        jobs.expire(pk=job.pk)
-        job.refresh_from_db()
+    job = owned_job(
+        wait.token,
+        request.auth,
+        errors.NotFound("No job has this promise_token.", fields=["promise_token"]),
+        cancel=wait.action == "cancel",
+        noted_for_capability=True,  # the request is about the job's capability, refused or answered
+    )
     conversation = job_conversation(job, wait.conversation_id)
     return job_response(job, wait, cancelling=wait.action == "cancel", conversation_id=conversation)
 
 
 FAILURES = {
-    Job.Status.FAILED: "JOB_FAILED",
-    Job.Status.EXPIRED: "EXPIRED",
-    Job.Status.CANCELLED: "CANCELLED",
+    JobStatus.FAILED: "JOB_FAILED",
+    JobStatus.EXPIRED: "EXPIRED",
+    JobStatus.CANCELLED: "CANCELLED",
 }
 
 
 def job_conversation(job: Job, conversation_id: str | None) -> str | None:
     """``conversation_id`` if the job is a turn of that conversation (the call records it there), else None: a
     Promise and the ``/await`` answers name the conversation to continue, never one the client merely sent."""
-    if not conversation_id:
-        return None
-    sessions = ConverseSession.objects.filter(pk=conversation_id, turns__contains=[{"job": job.pk}])
-    return conversation_id if sessions.exists() else None
+    return conversation_id if in_conversation(job, conversation_id) else None
 
 
 def job_response(
@@ -191,10 +186,8 @@ def job_response(
 ) -> Response:
     """The ``/await`` answer for ``job``: a Promise while it runs, its Answer (in the format ``preferences`` ask for)
     once it is done, else a Failure."""
-    if job.status in Job.ACTIVE:
-        remaining = None
-        if job.eta_seconds is not None:
-            remaining = max(0, int(job.eta_seconds - (timezone.now() - job.created_at).total_seconds()))
+    if under_way(job):
+        remaining = seconds_left(job)
         message = (
             "Cancellation requested: the job stops when its capability returns, and its result is discarded."
             if cancelling
@@ -213,5 +206,5 @@ def job_response(
         reason=reason or job.status,
         **details,  # the refusal's details (its fields), as a synchronous Failure has them
     )
-    recording.note(outcome=recording.Outcome.ERROR)  # an error in a 200 body: the request succeeded, the job did not
+    traffic.note_error()  # an error in a 200 body: the request succeeded, the job did not
     return Response(render.failure(failure, conversation_id), status=200)

@@ -13,23 +13,17 @@ only if it is the site's own path or an ``http(s)`` URL (no ``javascript:``, ``d
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from django.db.models import Q, QuerySet
-
 from ..concierge.backends import CONTROL, strip_markup
-from ..indexing import utc_day
-from ..models import Document
+from ..concierge.documents import published_day
+from ..concierge.search_scope import rendered_type
+
+if TYPE_CHECKING:
+    from ..models import Document
 
 CONTEXT = "https://schema.org"
-TYPE_OF_CONTENT = {
-    "media/video": "VideoObject",
-    "media/audio": "AudioObject",
-    "media/image": "ImageObject",
-    "file/download": "DigitalDocument",
-    "application/data": "Thing",
-}
 IN_STOCK, OUT_OF_STOCK = "https://schema.org/InStock", "https://schema.org/OutOfStock"
 
 
@@ -71,22 +65,6 @@ def schema_type(document: Document) -> str:
     return rendered_type(document.schema_type, document.ahp_content_type)
 
 
-def rendered_type(schema_type: str, ahp_content_type: str) -> str:
-    """The ``@type`` of a document with this stored ``schema_type`` (its object's own) and content type."""
-    return schema_type or TYPE_OF_CONTENT.get(ahp_content_type, "WebPage")
-
-
-def of_type(documents: QuerySet[Document], name: str) -> QuerySet[Document]:
-    """The ``documents`` rendered as the schema.org type ``name`` (in any letter case): the rule of
-    :func:`rendered_type`, as a query on each document's own type."""
-    wanted = name.lower()
-    inferred = [kind for kind, type_name in TYPE_OF_CONTENT.items() if type_name.lower() == wanted]
-    untyped = Q(schema_type="", ahp_content_type__in=inferred)
-    if wanted == "webpage":
-        untyped |= Q(schema_type="") & ~Q(ahp_content_type__in=list(TYPE_OF_CONTENT))
-    return documents.filter(Q(schema_type__iexact=name) | untyped)
-
-
 def item(document: Document, base_url: str) -> dict[str, Any]:
     """``document`` as a schema.org object (see the module docstring)."""
     url = safe_url(document.url, base_url) or base_url + "/"
@@ -95,7 +73,7 @@ def item(document: Document, base_url: str) -> dict[str, Any]:
     if document.summary:
         result["description"] = text(document.summary)
     if document.published_at:
-        result["datePublished"] = utc_day(document.published_at)
+        result["datePublished"] = published_day(document)
     payload = document.payload if isinstance(document.payload, dict) else {}
     kind = document.ahp_content_type
     if kind == "application/data":
@@ -156,4 +134,4 @@ def _media(result: dict[str, Any], payload: dict[str, Any], base_url: str, docum
         if isinstance(payload.get(key), int) and not isinstance(payload.get(key), bool):
             result[name] = payload[key]
     if document.published_at:
-        result["uploadDate"] = utc_day(document.published_at)
+        result["uploadDate"] = published_day(document)

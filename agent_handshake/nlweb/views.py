@@ -24,33 +24,27 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import FieldDoesNotExist
-from django.db.models import CharField, Q, QuerySet
-from django.db.models.functions import Cast
 from django.http import HttpResponseBase
 from django.urls import reverse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .. import content_signals, state
-from ..concierge import errors
+from ..concierge import documents, errors, search_scope
 from ..concierge.answering import Ranked
 from ..concierge.conversation import Question, Turn, converse_steps
 from ..concierge.invocation import authorize
 from ..conf import app_settings
 from ..frontdoor import FrontDoorView, described, domain_error
 from ..hosts import base_url
-from ..models import Document
-from ..registry import capability_registry, content_registry
-from ..retrieval.hybrid import Filters
+from ..registry import capability_registry
 from ..sse import accepts_event_stream, event, event_stream
 from . import render
 from .actions import actions_for
 from .invoking import await_job, invoke_from_ask, owner_of
 from .openapi import ASK, AWAIT
-from .request import Ask, PriceRange, parse_ask, parse_await
-from .schema_org import item, of_type, rendered_type
+from .request import Ask, parse_ask, parse_await
+from .schema_org import item
 
 logger = logging.getLogger(__name__)
 
@@ -123,95 +117,33 @@ class AskView(NLWebView):
 
     # --- filters ----------------------------------------------------------------------------------------------
 
-    def filters(self, ask: Ask) -> tuple[Filters, list[str]]:
+    def filters(self, ask: Ask) -> tuple[search_scope.Filters, list[str]]:
         """The retrieval filters ``query`` asks for, and warnings for the constraints this site cannot apply."""
         if ask.sites and not names_this_site(self.request, ask.sites):
             # §3.1: site says "which corpora must be searched"; another site's has nothing here.
             name = state.snapshot().name
             this = urlsplit(base_url(self.request)).netloc + (f" ({name})" if name else "")
-            return Filters(documents=[]), [
+            return search_scope.nothing(), [
                 f"query.site: this agent searches one site, {this}, not {', '.join(ask.sites)[:200]}."
             ]
-        warnings: list[str] = []
-        configs = list(content_registry)
-        models: list[str] = []
-        documents: list[int] | QuerySet | None = None
-        if ask.item_type:
-            models, documents = self.typed(configs, ask.item_type)
-            if not models:
-                types = self.types(configs)
-                warnings.append(f"query.itemType: this site has no {ask.item_type}; its types are {', '.join(types)}.")
-        if ask.price is not None:
-            scope = [c for c in configs if not ask.item_type or c.label in models]
-            priced = self.priced_documents(scope, ask.price)
-            if priced is None:
-                warnings.append("query.price: nothing on this site that matches the query has a price.")
-            elif documents is None:
-                documents = priced
-            elif isinstance(documents, QuerySet):  # (not an empty list: no document has the type)
-                documents = documents.filter(pk__in=priced)
-        filters = Filters(
-            models=models,
+        scope = search_scope.narrowed(
+            item_type=ask.item_type,
+            price=(ask.price.low, ask.price.high) if ask.price is not None else None,
             published_after=ask.published_after,
             published_before=ask.published_before,
-            documents=documents,
         )
-        return filters, warnings
-
-    @staticmethod
-    def typed(configs: list, item_type: str) -> tuple[list[str], list[int] | QuerySet | None]:
-        """The models with documents of the schema.org type ``item_type`` (each object's own type, as its result is
-        rendered), and a query of those documents' ids, or None when they are all their models' documents (the
-        models say it); none at all, no models and an empty list."""
-        content_types = ContentType.objects.get_for_models(*(c.model for c in configs))
-        # The labels the documents carry (a registered proxy's are its model's: ContentConfig.label).
-        label_of = {config.model: config.label for config in configs}
-        labels = {content_type.pk: label_of[model] for model, content_type in content_types.items()}
-        registered = Document.objects.filter(content_type__in=list(labels))
-        matching = of_type(registered, item_type)
-        found = set(matching.values_list("content_type", flat=True).distinct())
-        models = sorted(labels[pk] for pk in found)
-        if not models:
-            return [], []
-        # Models whose objects are all of one type (the usual case) need no list of documents.
-        if not registered.filter(content_type__in=found).exclude(pk__in=matching.values("pk")).exists():
-            return models, None
-        return models, matching.values_list("pk", flat=True)  # a subquery of retrieval, not a list
-
-    @staticmethod
-    def types(configs: list) -> list[str]:
-        """The schema.org types this site's results have."""
-        content_types = ContentType.objects.get_for_models(*(c.model for c in configs)).values()
-        rows = Document.objects.filter(content_type__in=list(content_types))
-        pairs = rows.values_list("schema_type", "ahp_content_type").distinct()
-        return sorted({rendered_type(schema_type, kind) for schema_type, kind in pairs})
-
-    @staticmethod
-    def priced_documents(configs: list, price: PriceRange) -> QuerySet | None:
-        """A query of the ids of the documents of the models with a ``price`` field whose price is in ``price``
-        (None: no such model). A subquery of retrieval, never a list: ``over 0`` is every product of the shop."""
-        found: Q | None = None
-        for config in configs:
-            try:
-                config.model._meta.get_field("price")
-            except FieldDoesNotExist:
-                continue
-            objects = config.model._default_manager.all()
-            if price.low is not None:
-                objects = objects.filter(price__gte=price.low)
-            if price.high is not None:
-                objects = objects.filter(price__lte=price.high)
-            ids = objects.annotate(id_text=Cast("pk", CharField())).values("id_text")  # a subquery, not a list
-            content_type = ContentType.objects.get_for_model(config.model)
-            of_model = Q(content_type=content_type, object_id__in=ids)
-            found = of_model if found is None else found | of_model
-        return None if found is None else Document.objects.filter(found).values_list("pk", flat=True)
+        warnings: list[str] = []
+        if scope.type_unknown:
+            types = search_scope.item_types()
+            warnings.append(f"query.itemType: this site has no {ask.item_type}; its types are {', '.join(types)}.")
+        if scope.unpriced:
+            warnings.append("query.price: nothing on this site that matches the query has a price.")
+        return scope.filters, warnings
 
     # --- rendering ----------------------------------------------------------------------------------------------
 
     def items(self, document_ids: list[int], base: str) -> list[dict[str, Any]]:
-        documents = Document.objects.in_bulk(document_ids)
-        ordered = [documents[pk] for pk in document_ids if pk in documents]
+        ordered = documents.in_order(document_ids)
         actions = actions_for(ordered, base + reverse("agent_handshake:nlweb_ask"))
         results = []
         for document in ordered:

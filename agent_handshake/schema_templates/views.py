@@ -21,7 +21,7 @@ A submission's ``other`` text goes to the concierge's differential semantic pool
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponseBase
 from django.urls import reverse
@@ -29,14 +29,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..concierge import calls, errors, input_pool, jobs
-from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
 from ..concierge.invocation import authorize
+from ..concierge.template_publishing import suggested
 from ..concierge.validation import named
-from ..frontdoor import FrontDoorView, described
+from ..frontdoor import FrontDoorView, client_address, described
 from ..identity.auth import printable_ascii
-from ..models import Job
 from . import openapi, templates
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 METHOD = "get_schema_template"
 MAX_LANGUAGE_TAG = 35
@@ -151,7 +153,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
             raise errors.InvalidInput(
                 f"callback_url is for async scenarios; {capability.name!r} answers at once.", fields=["callback_url"]
             )
-        owner = Owner.of(request.auth, ratelimit.client_address(request._request))
+        owner = Owner.of(request.auth, client_address(request._request))
         try:
             payload = templates.check_payload(capability, row, body.get("payload"))
         except errors.InvalidInput as exc:
@@ -164,7 +166,8 @@ class SchemaTemplatesView(SchemaTemplatesBase):
         call = calls.Call(
             capability=capability,
             owner=owner,
-            request=request._request,
+            address=client_address(request._request),
+            path=request.path,
             protocol="schema_templates",
             input=payload.input,
             input_prefix="payload.",
@@ -198,9 +201,7 @@ class SchemaTemplatesView(SchemaTemplatesBase):
                 )
             else:
                 status, data = 200, dict(result.outcome.data)
-            if row.proposals_pending and (
-                suggestion := templates.update_suggestion(templates.suggested(capability.name))
-            ):
+            if row.proposals_pending and (suggestion := templates.update_suggestion(suggested(capability.name))):
                 data["schema_update_suggestion"] = suggestion
             return status, data
 

@@ -16,7 +16,6 @@ import urllib.request
 import jsonschema
 import pytest
 from django.core.management import call_command
-from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -603,7 +602,7 @@ def test_non_finite_numbers_in_the_input_are_a_400_not_a_500(client, name, numbe
 def test_an_accepted_job_is_a_202_when_the_broker_is_down(client, settings):
     """The job's row is committed before its message is sent: a broker that cannot take the message must not turn
     the accepted job into a 500 (an agent would retry and start it twice); recovery sends the message later."""
-    from agent_handshake.concierge import jobs
+    from agent_handshake.concierge import recovery
 
     _, secret = issue()
     queue = settings.QUEUE_DIR  # the filesystem broker's folder: without it, publishing fails
@@ -621,7 +620,7 @@ def test_an_accepted_job_is_a_202_when_the_broker_is_down(client, settings):
     job = Job.objects.get(pk=response.json()["session_id"])
     assert job.status == "queued"
     later = timezone.now() + datetime.timedelta(seconds=3600)
-    assert jobs.recover(later)["requeued"] == 1
+    assert recovery.recover(later)["requeued"] == 1
 
 
 def test_signed_poll(client):
@@ -686,14 +685,14 @@ def test_missing_fields_are_named_once_each_in_the_schemas_order():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_sessions_row(client, settings, monkeypatch):
+def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_sessions_row(
+    client, settings, callback_host_lookups
+):
     """Accepting an async call with a callback URL resolves the URL's host (AHP §13), which takes as long as DNS
     does: seconds for a slow or unreachable name server, whose name the agent chooses. Done inside the call's
     transaction, the session it continues stays row-locked that long (and its idempotency record, the job...). The
     lookup is done before the transaction; the delivery resolves and checks again, and connects to the address it
     checked, so this earlier check opens no rebinding window."""
-    import socket
-
     from agent_handshake.registry import capability_registry
 
     settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CALLBACK_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"]}
@@ -702,21 +701,7 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_sessions_row
     session = ConverseSession.objects.create(
         capability=capability.name, requesting_agent="", api_key=ApiKey.objects.get(), last_active_at=timezone.now()
     )
-    during_lookup = []
-    resolve = socket.getaddrinfo
-    # The request's connection, seen from the lookup, which runs in a thread of its own (for its timeout).
-    caller = transaction.get_connection()
-
-    def spied(host, *args, **kwargs):
-        if host == "localhost":  # the callback's host (nothing else here resolves a name)
-            locked = []
-            checker = threading.Thread(target=lambda: locked.append(not row_lock_is_free(session.pk)))
-            checker.start()
-            checker.join()
-            during_lookup.append({"in_transaction": caller.in_atomic_block, "locked": locked[0]})
-        return resolve(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", spied)
+    during_lookup = callback_host_lookups(lambda: not row_lock_is_free(session.pk))
     response = converse(
         client,
         {"capability": capability.name, "query": "Blend a tea for a wedding", "session_id": session.pk,

@@ -83,20 +83,22 @@ def search_restored(model: str) -> None:
 # --- a refused intent may be retried; an answered one is never answered twice -----------------------------------
 
 
-def test_an_intent_refused_with_429_is_accepted_unchanged_after_retry_after(client, demo_content, settings):
+def test_an_intent_refused_with_429_is_accepted_unchanged_after_retry_after(
+    client, demo_content, settings, time_machine
+):
     """The 429 said Retry-After; the identical intent sent then was refused as a replay (401), its signature spent
     by the refusal."""
     one_per_second(settings)
     agent = Agent(client)
     agent.handshake()
     intent, retry_after = rate_limited(client, agent)
-    time.sleep(retry_after)
+    time_machine.move_to(time.time() + retry_after)
     answer = answered(post(client, frame(intent)))
     assert answer.accepted, answer.reason
     assert answer.request_id == intent.id
     # Answered once: the same bytes again are a replay, however soon.
     error_of(post(client, frame(intent)), 401, "replayed")
-    time.sleep(1)
+    time_machine.shift(1)
     error_of(post(client, frame(intent)), 401, "replayed")
 
 
@@ -113,7 +115,9 @@ def test_an_intent_refused_with_503_is_accepted_unchanged_once_search_is_back(cl
     error_of(post(client, frame(intent)), 401, "replayed")
 
 
-def test_an_answered_intent_stays_spent_whatever_refusal_its_replay_provokes(client, demo_content, settings):
+def test_an_answered_intent_stays_spent_whatever_refusal_its_replay_provokes(
+    client, demo_content, settings, time_machine
+):
     """Replaying an answered intent while the agent is rate limited or search is down is refused as a replay, and
     leaves it spent: no refusal gives back a signature its own request did not spend."""
     agent = Agent(client)
@@ -136,7 +140,7 @@ def test_an_answered_intent_stays_spent_whatever_refusal_its_replay_provokes(cli
         response = post(client, frame(intent))
         assert response.status_code in (401, 429), response.content
         assert response.status_code != 429 or response.json()["code"] == "rate_limited"
-    time.sleep(1)
+    time_machine.move_to(time.time() + 1)  # the limit's second is over
     for intent in (accepted, declined):
         error_of(post(client, frame(intent)), 401, "replayed")
 

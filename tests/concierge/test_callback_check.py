@@ -4,8 +4,6 @@ before the call's: one refusal, worded and fielded by the front door's field nam
 
 from __future__ import annotations
 
-from django.test import RequestFactory
-
 from agent_handshake.concierge import calls
 from agent_handshake.concierge.conversation import Owner
 
@@ -14,7 +12,8 @@ def call_of(registries, name, url, **options):
     return calls.Call(
         capability=registries[1].get(name),
         owner=Owner.of(None, "192.0.2.10"),
-        request=RequestFactory().post("/agent/converse"),
+        address="192.0.2.10",
+        path="/agent/converse",
         protocol="ahp",
         callback_url=url,
         callback_field="context.callback_url",

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from agent_handshake import tasks
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import job_callbacks
 from agent_handshake.models import Job
 from tests.concierge.test_blocked_agent_jobs import start_report
 from tests.concierge.test_callbacks import Receiver
@@ -27,7 +27,7 @@ def failed_callback(client, holder: Holder) -> tuple[str, Receiver]:
     hook = Receiver(status=410).start()
     job_id = start_report(client, holder, hook.url())
     assert tasks.run_job(job_id) == Job.Status.SUCCESS
-    assert jobs.deliver_callback(job_id) is None
+    assert job_callbacks.deliver_callback(job_id) is None
     job = Job.objects.get(pk=job_id)
     assert (job.callback_state, job.callback_last_status, len(hook.requests)) == (Job.Callback.FAILED, 410, 1)
     return job_id, hook
@@ -51,7 +51,7 @@ def test_a_failed_callback_sent_again_is_delivered_afresh(client, admin_client, 
         job = Job.objects.get(pk=job_id)
         assert job.callback_state == Job.Callback.PENDING
         assert job.callback_attempts == 0  # the retries start afresh
-        assert jobs.deliver_callback(job_id) is None  # the worker's task, run here
+        assert job_callbacks.deliver_callback(job_id) is None  # the worker's task, run here
         job = Job.objects.get(pk=job_id)
         assert (job.callback_state, job.callback_last_status, job.callback_attempts) == (
             Job.Callback.DELIVERED,
@@ -72,7 +72,7 @@ def test_a_callback_of_a_key_refused_since_is_still_not_sent(client, admin_clien
         revoke("update", holder.key)
         with django_capture_on_commit_callbacks(execute=True):
             resend(admin_client, job_id)
-        assert jobs.deliver_callback(job_id) is None
+        assert job_callbacks.deliver_callback(job_id) is None
         job = Job.objects.get(pk=job_id)
         assert job.callback_state == Job.Callback.FAILED
         assert "revoked" in job.callback_last_error
@@ -87,7 +87,7 @@ def test_jobs_whose_callback_did_not_fail_are_left_alone(client, admin_client, d
     try:
         delivered = start_report(client, holder, hook.url())
         tasks.run_job(delivered)
-        jobs.deliver_callback(delivered)
+        job_callbacks.deliver_callback(delivered)
         queued = start_report(client, holder, hook.url())  # not finished: its callback is not due yet
         silent = start_report(client, holder)  # no callback URL
         tasks.run_job(silent)

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from agent_handshake.concierge.callbacks import verify
 from agent_handshake.concierge.desk import operator_outcome
-from agent_handshake.concierge.jobs import complete_waiting, deliver_callback
+from agent_handshake.concierge.job_callbacks import deliver_callback
+from agent_handshake.concierge.jobs import complete_waiting
 from agent_handshake.concierge.jobs import run as run_job
 from agent_handshake.models import AgentClient, ApiKey, Job
 from tests.concierge.test_callbacks import Receiver

@@ -11,7 +11,7 @@ import ipaddress
 import pytest
 
 from agent_handshake import tasks
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import job_callbacks
 from agent_handshake.concierge.callbacks import UnsafeCallbackURL, address_refusal, check_callback_url, deliver
 from agent_handshake.models import Job
 from tests.concierge.test_blocked_agent_jobs import start_report
@@ -31,7 +31,7 @@ def test_a_redirect_with_control_characters_in_its_location_is_recorded_not_a_cr
     try:
         job_id = start_report(client, holder, hook.url())
         assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert jobs.deliver_callback(job_id) is None  # a redirect is not tried again
+        assert job_callbacks.deliver_callback(job_id) is None  # a redirect is not tried again
         assert len(hook.requests) == 1
     finally:
         hook.stop()

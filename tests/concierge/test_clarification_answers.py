@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agent_handshake.concierge import routing
+from agent_handshake.conf import app_settings
 from agent_handshake.models import AgentClient, ApiKey, ConverseSession
 from agent_handshake.registry import capability_registry
 from demo_site.shop.models import Order
@@ -202,7 +203,7 @@ def test_words_that_fit_no_option_clearly_choose_nothing(client, demo_content):
     answer = "neither"
     candidates = [capability_registry.get(name) for name in options]
     ranked = routing.rank(answer, candidates)
-    assert ranked[0].score < routing.app_settings.ROUTING_MIN_SCORE, ranked  # ranked anyway, it got the best
+    assert ranked[0].score < app_settings.ROUTING_MIN_SCORE, ranked  # ranked anyway, it got the best
     assert_refused_and_still_open(client, session_id, options, answer)
 
 
@@ -259,9 +260,9 @@ def test_words_choose_an_option_only_by_fitting_it_better_than_unrelated_words_f
     ``ROUTING_CHOICE_MIN_SCORE``, which words unrelated to every option do not reach, and the words that mean an
     option do."""
     candidates = [capability_registry.get(name) for name in ("custom_quote", "check_inventory", "escalate_to_human")]
-    floor = routing.app_settings.ROUTING_CHOICE_MIN_SCORE
+    floor = app_settings.ROUTING_CHOICE_MIN_SCORE
     for answer in UNRELATED_ANSWERS:
-        assert routing.rank(answer, candidates)[0].score >= routing.app_settings.ROUTING_MIN_SCORE, answer
+        assert routing.rank(answer, candidates)[0].score >= app_settings.ROUTING_MIN_SCORE, answer
         assert routing.choose(answer, candidates) is None, answer
     for answer, meant in MEANT:
         assert routing.rank(answer, candidates)[0].score >= floor, answer

@@ -17,7 +17,7 @@ from django.contrib.admin.utils import quote  # job ids are token_urlsafe: '_' m
 from django.db import connection
 
 from agent_handshake import tasks
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import job_callbacks
 from agent_handshake.models import ApiKey, Job
 from tests.concierge.test_blocked_agent_jobs import start_report
 from tests.concierge.test_callbacks import Receiver
@@ -76,12 +76,12 @@ def test_a_queued_job_of_a_deleted_key_is_not_run_and_no_callback_is_sent(client
             assert DELETED in page
         assert_withheld(Job.objects.get(pk=finished))
         for job_id in (queued, retrying, finished):
-            assert jobs.deliver_callback(job_id) is None
+            assert job_callbacks.deliver_callback(job_id) is None
         assert hook.requests == []
 
         # Another key's job is not touched.
         assert tasks.run_job(others) == Job.Status.SUCCESS
-        assert jobs.deliver_callback(others) is None
+        assert job_callbacks.deliver_callback(others) is None
         assert len(hook.requests) == 1
     finally:
         hook.stop()
@@ -132,7 +132,7 @@ def test_a_running_job_of_a_deleted_key_finishes_and_its_callback_is_withheld():
         finished = Job.objects.get(pk=job.pk)
         assert finished.status == Job.Status.SUCCESS
         assert Report.objects.filter(job_id=job.pk).exists()
-        assert jobs.deliver_callback(job.pk) is None
+        assert job_callbacks.deliver_callback(job.pk) is None
         assert hook.requests == []
         assert "deleted" in Job.objects.get(pk=job.pk).callback_last_error
     finally:

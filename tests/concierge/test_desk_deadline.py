@@ -3,10 +3,11 @@ helpers here serve the desk's other tests (tests/concierge/test_desk_*.py) too."
 
 from __future__ import annotations
 
-import time
+import datetime
 
 import pytest
 from django.contrib.admin.utils import quote
+from django.utils import timezone
 
 from agent_handshake.concierge.jobs import run
 from agent_handshake.models import AgentClient, ApiKey, Job
@@ -45,7 +46,7 @@ def answer(admin_client, job_id: str, text: str):
 
 @pytest.mark.django_db
 def test_an_answer_saved_after_the_request_expired_is_refused_and_the_request_expires(
-    client, admin_client, settings, django_capture_on_commit_callbacks
+    client, admin_client, settings, django_capture_on_commit_callbacks, time_machine
 ):
     """DESK_TIMEOUT_SECONDS is the agent's deadline: an operator's answer saved after it, before a poll or the
     recovery task marked the request expired, completed it (the agent, told it expires, got an answer later)."""
@@ -55,7 +56,8 @@ def test_an_answer_saved_after_the_request_expired_is_refused_and_the_request_ex
     with django_capture_on_commit_callbacks(execute=True):
         run(job_id)
     assert Job.objects.get(pk=job_id).status == Job.Status.WAITING
-    time.sleep(1.2)  # the deadline passes; nobody has polled, and the beat has not run
+    # The deadline passes (the clock is moved on); nobody has polled, and the beat has not run.
+    time_machine.move_to(timezone.now() + datetime.timedelta(seconds=1.2))
 
     page = answer(admin_client, job_id, "Yes, tomorrow at ten.")
     assert page.status_code == 200
@@ -71,7 +73,7 @@ def test_an_answer_saved_after_the_request_expired_is_refused_and_the_request_ex
 
 @pytest.mark.django_db
 def test_a_request_past_its_deadline_offers_no_answer_field(
-    client, admin_client, settings, django_capture_on_commit_callbacks
+    client, admin_client, settings, django_capture_on_commit_callbacks, time_machine
 ):
     """Before a poll or the recovery task marks it expired, the page of a request past its deadline offered the
     answer field, to refuse what the operator typed on save."""
@@ -82,6 +84,6 @@ def test_a_request_past_its_deadline_offers_no_answer_field(
         run(job_id)
     url = f"/admin/agent_handshake/deskrequest/{quote(job_id)}/change/"
     assert 'name="operator_answer"' in admin_client.get(url).content.decode()  # in time: it takes an answer
-    time.sleep(1.2)
+    time_machine.move_to(timezone.now() + datetime.timedelta(seconds=1.2))  # the deadline passes
     assert 'name="operator_answer"' not in admin_client.get(url).content.decode()
     assert Job.objects.get(pk=job_id).status == Job.Status.WAITING  # looking changes nothing

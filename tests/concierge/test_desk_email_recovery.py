@@ -15,7 +15,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.db import connection
 from django.utils import timezone
 
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import jobs, recovery
 from agent_handshake.conf import app_settings
 from agent_handshake.models import Job
 from tests.concierge.test_desk_deadline import escalate, issue
@@ -42,7 +42,7 @@ def sweep(django_capture_on_commit_callbacks, after: float) -> dict[str, int]:
     """The recovery sweep, ``after`` seconds from now, its on-commit messages run."""
     later = timezone.now() + datetime.timedelta(seconds=after)
     with django_capture_on_commit_callbacks(execute=True):
-        return jobs.recover(later)
+        return recovery.recover(later)
 
 
 def to_desk(django_capture_on_commit_callbacks, job_id: str, *, worker_dies: bool) -> list:

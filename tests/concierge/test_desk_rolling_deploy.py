@@ -28,13 +28,13 @@ OLDER_PROCESS = """
 import json, sys
 import django
 django.setup()
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import jobs, recovery
 from agent_handshake.concierge.desk import operator_outcome
 from agent_handshake.concierge.invocation import ActionFailed
 from agent_handshake.registry import capability_registry
 print(json.dumps({"knows": capability_registry.get("talk_to_sales") is not None}), flush=True)
 job_id = sys.stdin.readline().strip()
-swept = jobs.recover()
+swept = recovery.recover()
 try:
     jobs.complete_waiting(job_id, operator_outcome("We can ship on Monday.", "Ada"))
     answer = "taken"

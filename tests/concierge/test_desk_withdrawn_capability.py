@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import jobs, recovery
 from agent_handshake.concierge.desk import operator_outcome
 from agent_handshake.concierge.invocation import ActionFailed
 from agent_handshake.models import Job
@@ -26,10 +26,10 @@ def waiting(client, secret: str, message: str) -> str:
 def test_a_waiting_request_whose_capability_was_removed_fails_at_the_next_sweep(client, registries):
     _, secret = issue()
     job_id = waiting(client, secret, "Can you blend 2 kg of a smoky tea?")
-    assert jobs.recover()["requeued"] == 0
+    assert recovery.recover()["requeued"] == 0
     assert Job.objects.get(pk=job_id).status == Job.Status.WAITING  # still offered: left as it is
     registries[1].unregister("escalate_to_human")
-    jobs.recover()
+    recovery.recover()
     job = Job.objects.get(pk=job_id)
     assert job.status == Job.Status.FAILED, (job.status, job.progress)
     assert job.error["code"] == "unavailable"

@@ -1,5 +1,5 @@
 """Idempotency records are forgotten by the code that forgets spent values (:meth:`SpentValue.forget_before`): the
-oldest first, a batch at most, as the purge after each write (:func:`jobs.purge_after_write`) needs."""
+oldest first, a batch at most, as the purge after each write (:func:`purging.purge_after_write`) needs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from agent_handshake.concierge import jobs
+from agent_handshake.concierge import purging
 from agent_handshake.models import AgentClient, ApiKey, IdempotencyRecord
+from tests.concierge.test_spent_value_purge import (
+    AGED,
+    assert_a_writes_purge_stays_within_its_batch,
+    assert_forgotten_oldest_first,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -24,28 +29,18 @@ def records(*keys: str) -> list[IdempotencyRecord]:
 
 
 def test_forgetting_idempotency_records_takes_the_oldest_first_and_no_more_than_the_limit():
-    now = timezone.now()
-    for age, record in enumerate(records("fresh", "old", "older", "oldest")):
-        IdempotencyRecord.objects.filter(pk=record.pk).update(created_at=now - datetime.timedelta(hours=age))
-    cutoff = now - datetime.timedelta(minutes=10)
-    assert IdempotencyRecord.forget_before(cutoff, limit=2) == 2
-    assert sorted(IdempotencyRecord.objects.values_list("key", flat=True)) == ["fresh", "old"]
-    assert IdempotencyRecord.forget_before(cutoff, limit=5) == 1
-    assert IdempotencyRecord.forget_before(cutoff) == 0
-    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["fresh"]
+    records(*AGED)
+    assert_forgotten_oldest_first(IdempotencyRecord, "key")
 
 
 def test_a_writes_purge_of_idempotency_records_stays_within_its_batch(settings):
     now = timezone.now()
     settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "IDEMPOTENCY_TTL": 3600}
-    expired = records(*(f"old-{n}" for n in range(jobs.PURGE_BATCH + 3)))
+    expired = records(*(f"old-{n}" for n in range(purging.PURGE_BATCH + 3)))
     IdempotencyRecord.objects.filter(pk__in=[record.pk for record in expired]).update(
         created_at=now - datetime.timedelta(seconds=3600 + 60)
     )
     IdempotencyRecord.objects.create(
         api_key=expired[0].api_key, key="recent", request_hash="x", status_code=200, body={}
     )
-    jobs.purge_after_write(IdempotencyRecord)
-    assert IdempotencyRecord.objects.count() == 4
-    assert jobs.purge_expired(IdempotencyRecord, now) == 3
-    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["recent"]
+    assert_a_writes_purge_stays_within_its_batch(IdempotencyRecord, now, "key")

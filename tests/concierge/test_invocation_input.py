@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-import agent_handshake
 from tests.ahp.test_mode3 import bearer, converse, issue
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def received(registries):
+def received(capability_keeping_inputs):
     """A capability that keeps what it was given."""
-    seen: list[dict] = []
-
-    @agent_handshake.capability(
+    return capability_keeping_inputs(
+        {"ok": True},
+        name="reserve",
         description="Reserves seats for a party.",
         action_type="action",
         input_schema={
@@ -33,11 +32,6 @@ def received(registries):
         },
         output_schema={"type": "object"},
     )
-    def reserve(invocation):
-        seen.append(invocation.input)
-        return {"ok": True}
-
-    return seen
 
 
 def test_whole_numbers_sent_as_2_0_reach_the_handler_as_integers(client, received):

@@ -24,6 +24,18 @@ INPUT_SCHEMA = {
 }
 
 
+def now_and_later(stem: str, description: str, input_schema: dict, handler) -> None:
+    """Declare ``handler`` twice: ``<stem>_now``, answering at once, and ``<stem>_later``, an async job."""
+    for name, action_type in ((f"{stem}_now", "action"), (f"{stem}_later", "async")):
+        agent_handshake.capability(
+            name,
+            description=f"{description} ({action_type}).",
+            action_type=action_type,
+            input_schema=input_schema,
+            output_schema={"type": "object"},
+        )(handler)
+
+
 @pytest.fixture
 def booking_capabilities(registries):
     """The same booking capability, answering at once ("book_now") and as an async job ("book_later")."""
@@ -33,14 +45,7 @@ def booking_capabilities(registries):
             raise agent_handshake.ActionFailed(MESSAGE, fields=["input.time"])
         return agent_handshake.Outcome({"time": invocation.input["time"]}, answer="Booked.")
 
-    for name, action_type in (("book_now", "action"), ("book_later", "async")):
-        agent_handshake.capability(
-            name,
-            description=f"Book a slot ({action_type}).",
-            action_type=action_type,
-            input_schema=INPUT_SCHEMA,
-            output_schema={"type": "object"},
-        )(book)
+    now_and_later("book", "Book a slot", INPUT_SCHEMA, book)
 
 
 def test_an_async_jobs_input_refusal_names_its_fields_in_the_poll_and_the_callback(client, booking_capabilities):
@@ -85,14 +90,7 @@ def refusing_capabilities(registries):
         raise refusals[invocation.input["kind"]]()
 
     schema = {**INPUT_SCHEMA, "properties": {**INPUT_SCHEMA["properties"], "kind": {"enum": list(refusals)}}}
-    for name, action_type in (("refuse_now", "action"), ("refuse_later", "async")):
-        agent_handshake.capability(
-            name,
-            description=f"Refuse a booking ({action_type}).",
-            action_type=action_type,
-            input_schema=schema,
-            output_schema={"type": "object"},
-        )(book)
+    now_and_later("refuse", "Refuse a booking", schema, book)
 
 
 @pytest.mark.parametrize(("kind", "status"), [("invalid", 400), ("conflict", 422)])

@@ -11,7 +11,8 @@ from celery.signals import before_task_publish
 from django.core.management import call_command
 from django.utils import timezone
 
-from agent_handshake.concierge.jobs import recover, run
+from agent_handshake.concierge.jobs import run
+from agent_handshake.concierge.recovery import recover
 from agent_handshake.identity.auth import sign_request
 from agent_handshake.models import AgentClient, ApiKey, IdempotencyRecord, Job, SeenSignature
 from demo_site.shop.models import Product

@@ -25,14 +25,16 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_handshake import tasks
-from agent_handshake.concierge import callbacks, jobs
+from agent_handshake.concierge import callbacks, job_callbacks
 from agent_handshake.models import AgentClient, ApiKey, Job
 from tests.concierge.test_blocked_agent_jobs import (
     assert_a_retried_callback_is_given_up,
+    assert_run_and_called_back,
     assert_stays_cancelled,
     block,
     did_agent,
     start_report,
+    withheld_callback,
 )
 from tests.concierge.test_callbacks import Receiver
 from tests.identity.test_verified_agents import shown_form
@@ -128,7 +130,7 @@ def test_a_queued_job_of_a_revoked_key_is_not_run_and_no_callback_is_sent(client
         assert_given_up(job, code)
 
         # A callback message that arrives anyway (a recovery, a duplicate) sends nothing.
-        assert jobs.deliver_callback(job_id) is None
+        assert job_callbacks.deliver_callback(job_id) is None
         assert hook.requests == []
 
         # The holder's own poll is refused as every request with the key is; the operator sees why the job ended.
@@ -157,37 +159,20 @@ def test_a_job_retried_after_an_error_is_not_run_again_once_its_key_is_revoked(c
 @pytest.mark.parametrize("what", ["revoke", "deactivate"])
 def test_a_finished_jobs_callback_is_not_sent_once_its_key_is_revoked(client, what):
     holder = Holder()
-    hook = Receiver().start()
-    try:
-        job_id = start_report(client, holder, hook.url())
-        assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert Job.objects.get(pk=job_id).callback_state == Job.Callback.PENDING
-        code = refuse(what, "update", holder.key)
-        assert jobs.deliver_callback(job_id) is None  # nothing to retry
-        assert hook.requests == []
-        job = Job.objects.get(pk=job_id)
-        assert job.status == Job.Status.SUCCESS  # the work stands; only its delivery is withheld
-        assert job.error is None or job.error == {}
-        assert_given_up(job, code)
-    finally:
-        hook.stop()
+    job, code = withheld_callback(client, holder, lambda: refuse(what, "update", holder.key))
+    assert job.error is None or job.error == {}
+    assert_given_up(job, code)
 
 
 def test_a_callback_being_retried_is_given_up_once_its_key_is_revoked(client, admin_client):
     holder = Holder()
-    hook = Receiver(status=503).start()
-    try:
-        job_id = start_report(client, holder, hook.url())
-        assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert_a_retried_callback_is_given_up(
-            job_id,
-            hook,
-            withdraw=lambda: revoke("admin", holder.key, admin_client),
-            given_up=lambda job: assert_given_up(job, REVOKED, attempts=1),
-            restore=lambda: restore(holder.key),
-        )
-    finally:
-        hook.stop()
+    assert_a_retried_callback_is_given_up(
+        client,
+        holder,
+        withdraw=lambda: revoke("admin", holder.key, admin_client),
+        given_up=lambda job: assert_given_up(job, REVOKED, attempts=1),
+        restore=lambda: restore(holder.key),
+    )
 
 
 def test_a_key_that_expired_after_the_job_was_accepted_still_has_it_run_and_called_back(client):
@@ -203,7 +188,7 @@ def test_a_key_that_expired_after_the_job_was_accepted_still_has_it_run_and_call
         assert client.get(f"/agent/converse/status/{job_id}", **holder.headers).status_code == 401
         assert tasks.run_job(job_id) == Job.Status.SUCCESS
         assert Report.objects.filter(job_id=job_id).count() == 1
-        assert jobs.deliver_callback(job_id) is None  # delivered: nothing to retry
+        assert job_callbacks.deliver_callback(job_id) is None  # delivered: nothing to retry
         assert len(hook.requests) == 1
         delivered = hook.requests[0]
         assert delivered["headers"]["X-AHP-Key-Id"] == holder.key.key_id
@@ -249,17 +234,12 @@ def test_other_keys_of_the_client_and_other_clients_are_not_touched(client):
     deactivation, changes nothing."""
     holder, sibling, stranger = Holder(), Holder(), Holder("Other Co")
     assert sibling.key.client_id == holder.key.client_id != stranger.key.client_id
-    hook = Receiver().start()
-    try:
-        job_id = start_report(client, holder, hook.url())
+
+    def meanwhile() -> None:
         revoke("update", sibling.key)
         deactivate("update", stranger.key)
-        assert tasks.run_job(job_id) == Job.Status.SUCCESS
-        assert jobs.deliver_callback(job_id) is None
-        assert len(hook.requests) == 1
-        assert Job.objects.get(pk=job_id).callback_state == Job.Callback.DELIVERED
-    finally:
-        hook.stop()
+
+    assert_run_and_called_back(client, holder, meanwhile)
 
 
 def test_the_refusal_is_read_in_the_statement_that_locks_the_job(client):
@@ -273,7 +253,7 @@ def test_the_refusal_is_read_in_the_statement_that_locks_the_job(client):
         finished = start_report(client, holder, hook.url())
         assert tasks.run_job(finished) == Job.Status.SUCCESS
         revoke("update", holder.key)
-        for act in (lambda: tasks.run_job(queued), lambda: jobs.deliver_callback(finished)):
+        for act in (lambda: tasks.run_job(queued), lambda: job_callbacks.deliver_callback(finished)):
             with CaptureQueriesContext(connection) as captured:
                 act()
             reading = [query["sql"] for query in captured if any(table in query["sql"] for table in tables)]
@@ -319,7 +299,7 @@ def test_a_lock_on_the_key_or_its_client_keeps_no_worker_off_its_jobs():
     try:
         assert holding.wait(30)
         assert tasks.run_job(job.pk) == Job.Status.SUCCESS
-        assert jobs.deliver_callback(done.pk) is None
+        assert job_callbacks.deliver_callback(done.pk) is None
         assert Job.objects.get(pk=done.pk).callback_state == Job.Callback.DELIVERED
         assert len(hook.requests) == 1
     finally:
@@ -337,7 +317,7 @@ def test_a_finished_jobs_callback_whose_key_was_deleted_says_so(client):
         job_id = start_report(client, holder, hook.url())
         assert tasks.run_job(job_id) == Job.Status.SUCCESS
         holder.key.client.delete()
-        assert jobs.deliver_callback(job_id) is None
+        assert job_callbacks.deliver_callback(job_id) is None
         assert hook.requests == []
         job = Job.objects.get(pk=job_id)
         assert job.api_key is None

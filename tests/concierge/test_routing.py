@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agent_handshake import state
 from agent_handshake.concierge import routing
+from agent_handshake.concierge.routing import masking, site_topic
 from agent_handshake.conf import app_settings
 from agent_handshake.models import Document, EmbeddingIndex, Passage
 from agent_handshake.registry import Capability, capability_registry
@@ -382,9 +383,9 @@ def test_a_site_name_of_common_words_is_left_as_written(demo_content, monkeypatc
     # open?" for "The Shop", and every "a" would be "you": the name carries no word of its own, so it stays.
     capabilities = [c for c in capability_registry.available() if c.handler]
     request = "Do you sell tea?"
-    monkeypatch.setattr(routing, "site_name", lambda: "")
+    monkeypatch.setattr(masking, "site_name", lambda: "")
     before = [(s.capability.name, s.score) for s in routing.rank(request, capabilities)]
-    monkeypatch.setattr(routing, "site_name", lambda: name)
+    monkeypatch.setattr(masking, "site_name", lambda: name)
     assert routing.name_pattern(capabilities) is None
     for capability in capabilities:
         assert routing.routed_texts(capability, None) == routing.texts_of(capability)
@@ -395,7 +396,7 @@ def test_a_site_name_of_common_words_is_left_as_written(demo_content, monkeypatc
 
 def test_a_distinctive_site_name_is_still_replaced(demo_content, monkeypatch):
     # "Kettle" is a word of the capabilities' texts ("How many kettles are left?"), "Lantern" only of the name.
-    monkeypatch.setattr(routing, "site_name", lambda: "Lantern & Kettle")
+    monkeypatch.setattr(masking, "site_name", lambda: "Lantern & Kettle")
     capabilities = [c for c in capability_registry.available() if c.handler]
     pattern = routing.name_pattern(capabilities)
     assert pattern is not None
@@ -405,7 +406,7 @@ def test_a_distinctive_site_name_is_still_replaced(demo_content, monkeypatch):
 
 
 def test_a_request_naming_the_site_is_embedded_in_one_call(demo_content, monkeypatch):
-    monkeypatch.setattr(routing, "site_name", lambda: "Lantern & Kettle")
+    monkeypatch.setattr(masking, "site_name", lambda: "Lantern & Kettle")
     capabilities = [c for c in capability_registry.available() if c.handler]
     default = capability_registry.get("content_search")
     routing.described(capabilities)  # the capabilities' vectors, computed outside the count
@@ -423,7 +424,7 @@ def test_the_site_name_is_no_evidence_for_a_capability(demo_content, monkeypatch
     # The demo's name: "Lantern" is a word of no capability's texts (the test settings' "Test Site" is common
     # words there: a test-only capability says "test-only", contact and site_info say "site").
     name = "Lantern & Kettle"
-    monkeypatch.setattr(routing, "site_name", lambda: name)
+    monkeypatch.setattr(masking, "site_name", lambda: name)
     person = Capability(
         name="ask_a_person",
         description=f"Pass a request to a person at {name}; the answer arrives later.",
@@ -438,7 +439,7 @@ def test_the_site_name_is_no_evidence_for_a_capability(demo_content, monkeypatch
     )
     request = f"When was {name} founded?"
     # The texts as written favour the capability that names the site...
-    raw = routing.get_embedding_backend().embed([request, *routing.texts_of(person), *routing.texts_of(about)])
+    raw = get_embedding_backend().embed([request, *routing.texts_of(person), *routing.texts_of(about)])
     similarities = raw[1:] @ raw[0]
     assert similarities[:3].max() > similarities[3:].max()
     # ... the routed texts and request leave the name out.
@@ -544,7 +545,7 @@ def test_the_texts_are_projected_off_the_topic_once_per_model_texts_and_topic(de
             projected.append(len(vectors))
         return project(vectors, direction)
 
-    monkeypatch.setattr(routing, "off_topic", recording)
+    monkeypatch.setattr(site_topic, "off_topic", recording)
     request = "Is the bamboo whisk sold out?"
     first = routing.rank(request, capabilities)
     assert len(routing.texts_of(fresh)) in projected  # its texts were never projected in this process

@@ -13,6 +13,8 @@ from django.urls import reverse
 
 from agent_handshake.concierge import routing
 from agent_handshake.models import RoutingExample
+from agent_handshake.registry import capability_registry
+from tests.fuzzing import DEMO_CAPABILITIES
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +60,7 @@ def test_an_example_teaches_the_router_and_deleting_it_unteaches(
 
 
 def test_an_example_fits_requests_like_it_not_only_itself(demo_content, django_capture_on_commit_callbacks):
-    capabilities = [c for c in routing.capability_registry.available() if c.handler]
+    capabilities = [c for c in capability_registry.available() if c.handler]
     inventory = next(c for c in capabilities if c.name == "check_inventory")
 
     def fit(text: str) -> float:
@@ -78,7 +80,7 @@ def test_filing_an_example_computes_that_text_alone(client, demo_content, django
     the process computed before are not computed again (an operator's edit costs one text's run, not two hundred)."""
     from tests.concierge.test_routing import CountingEmbeddings
 
-    inventory = routing.capability_registry.get("check_inventory")
+    inventory = capability_registry.get("check_inventory")
     with override_settings(
         AGENT_HANDSHAKE={
             **settings.AGENT_HANDSHAKE,
@@ -142,12 +144,12 @@ def test_each_capability_routes_by_its_newest_examples_up_to_the_limit(demo_cont
     assert len(kept) == limit
     assert kept[0] == "is teapot number 1 in stock"  # the oldest one is left out, the rest in the order added
     assert kept[-1] == f"is teapot number {limit} in stock"
-    inventory = routing.capability_registry.get("check_inventory")
+    inventory = capability_registry.get("check_inventory")
     assert routing.texts_of(inventory)[-limit:] == list(kept)
 
 
 def test_an_example_of_a_capability_that_is_gone_is_kept_and_not_used(client, demo_content):
-    capabilities = list(routing.capability_registry)
+    capabilities = list(capability_registry)
     before = [routing.texts_of(capability) for capability in capabilities]
     RoutingExample.objects.create(capability="retired_capability", text=STOCK_QUESTION)
     routing.forget_site_examples()
@@ -166,7 +168,7 @@ def test_examples_change_neither_the_sites_name_rule_nor_the_cue_words(demo_cont
 
     SiteProfile.objects.update_or_create(pk=1, defaults={"name": "Lantern & Kettle"})
     state.invalidate()
-    capabilities = [c for c in routing.capability_registry.available() if c.handler]
+    capabilities = [c for c in capability_registry.available() if c.handler]
     pattern = routing.name_pattern(capabilities)
     assert pattern is not None
     declared = tuple(tuple(routing.declared_texts(c)) for c in capabilities)
@@ -214,16 +216,7 @@ def test_loading_the_demo_examples_again_adds_none(demo_content):
     assert count >= 300
     call_command("loaddata", "demo_routing_examples", verbosity=0)  # natural keys: the same rows, updated
     assert RoutingExample.objects.count() == count
-    assert set(RoutingExample.objects.values_list("capability", flat=True)) == {
-        "content_search",
-        "site_info",
-        "contact",
-        "check_inventory",
-        "order_status",
-        "custom_quote",
-        "book_appointment",
-        "escalate_to_human",
-    }
+    assert set(RoutingExample.objects.values_list("capability", flat=True)) == {*DEMO_CAPABILITIES, "escalate_to_human"}
 
 
 def test_the_admin_offers_the_registered_capabilities_and_keeps_the_request_as_written(admin_client, demo_content):
@@ -331,10 +324,9 @@ def test_a_product_named_by_one_capabilitys_examples_draws_no_request_about_it(
             ]
         )
         routing.forget_site_examples()
-    from agent_handshake.ahp.converse import converse_capabilities, route
-    from agent_handshake.ahp.request import ConverseRequest
+    from agent_handshake.concierge.turns import answering_capabilities, route_text
 
-    chosen = route(ConverseRequest(capability=None, query=stock), converse_capabilities()).chosen
+    chosen = route_text(stock, answering_capabilities()).chosen
     assert chosen is not None
     assert chosen.name == "check_inventory", chosen
 

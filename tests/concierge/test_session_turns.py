@@ -5,7 +5,6 @@ OpenAI-compatible server (the real ``openai`` client talks to it over HTTP)."""
 from __future__ import annotations
 
 import datetime
-import time
 
 import pytest
 from django.test import override_settings
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_turn_asked_while_the_session_was_live_is_kept_when_its_answer_outlasts_the_idle_time(
-    client, demo_content, fake_openai
+    client, demo_content, fake_openai, time_machine
 ):
     # The question arrived on a live session; the model took longer than the idle time to answer. The answer was
     # written and its tokens spent, then refused as 410 session_expired, and the turn was lost.
@@ -28,7 +27,7 @@ def test_a_turn_asked_while_the_session_was_live_is_kept_when_its_answer_outlast
         session_id = first["session_id"]
 
         def slow_reply(request):
-            time.sleep(1.5)
+            time_machine.move_to(timezone.now() + datetime.timedelta(seconds=1.5))  # the model takes 1.5 s
             return "Brew gyokuro at 50 to 60 °C [1]."
 
         fake_openai.reply = slow_reply

@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-import agent_handshake
 from tests.ahp.test_mode3 import converse
 from tests.intentweb.test_intentweb import Agent
 
@@ -58,12 +57,11 @@ CASES = {
 
 
 @pytest.fixture
-def parcels(registries, settings):
+def parcels(capability_keeping_inputs, settings):
     """``label_parcel``, a query capability anyone may call, and requests large enough to carry LARGE values."""
     settings.AGENT_HANDSHAKE = {**settings.AGENT_HANDSHAKE, "MAX_REQUEST_BYTES": 1_000_000}
-    ran: list[dict] = []
-
-    @agent_handshake.capability(
+    return capability_keeping_inputs(
+        {"printed": True},
         name=NAME,
         description="Prints a shipping label for a parcel.",
         action_type="query",
@@ -71,11 +69,6 @@ def parcels(registries, settings):
         input_schema=INPUT_SCHEMA,
         output_schema={"type": "object"},
     )
-    def label_parcel(invocation):
-        ran.append(invocation.input)
-        return {"printed": True}
-
-    return ran
 
 
 def ahp(client, data):

@@ -12,52 +12,28 @@ from django.db import models
 
 import agent_handshake
 from agent_handshake.registry import ContentConfig
-from tests.isolated_apps import isolated_apps
+from tests.isolated_apps import isolated_model
 
 pytestmark = pytest.mark.django_db
 
 
-pending = isolated_apps("pending", __name__)
+PendingModel = isolated_model("pending", __name__)
 
 
-class Region(models.Model):
+class Region(PendingModel):
     name = models.CharField(max_length=100)
 
-    class Meta:
-        app_label = "pending"
-        apps = pending
 
-    def __str__(self):
-        return self.name
-
-
-class Country(models.Model):
+class Country(PendingModel):
     name = models.CharField(max_length=100)
     region = models.ForeignKey(Region, null=True, on_delete=models.SET_NULL, related_name="countries")
 
-    class Meta:
-        app_label = "pending"
-        apps = pending
 
-    def __str__(self):
-        return self.name
-
-
-class Guide(models.Model):
+class Guide(PendingModel):
     """Registered, but its table not created: its migration has not run yet."""
 
     title = models.CharField(max_length=100)
     country = models.ForeignKey(Country, on_delete=models.CASCADE, related_name="guides")
-
-    class Meta:
-        app_label = "pending"
-        apps = pending
-
-    def __str__(self):
-        return self.title
-
-    def get_absolute_url(self):
-        return f"/guides/{self.pk}/"
 
 
 class GuideContent(ContentConfig):

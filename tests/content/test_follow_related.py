@@ -15,38 +15,26 @@ from django.db import models
 from django.test import override_settings
 
 import agent_handshake
-from agent_handshake.checks import check_registry
+from agent_handshake.checks.registrations import check_registry
 from agent_handshake.models import Document
 from agent_handshake.registry import ContentConfig
-from tests.isolated_apps import isolated_apps
+from tests.isolated_apps import isolated_model
 
 pytestmark = pytest.mark.django_db
 
 
-shelves = isolated_apps("shelves", __name__)
+ShelvesModel = isolated_model("shelves", __name__)
 
 
-class Writer(models.Model):
+class Writer(ShelvesModel):
     name = models.CharField(max_length=100)
-
-    class Meta:
-        app_label = "shelves"
-        apps = shelves
-
-    def __str__(self):
-        return self.name
 
 
 class StaffWriter(Writer):
     """A proxy of the followed model: saving it writes the Writer row."""
 
-    class Meta:
+    class Meta(ShelvesModel.Meta):
         proxy = True
-        app_label = "shelves"
-        apps = shelves
-
-    def __str__(self):
-        return self.name
 
 
 class GuestWriter(Writer):
@@ -54,42 +42,18 @@ class GuestWriter(Writer):
 
     visiting_from = models.CharField(max_length=100, blank=True)
 
-    class Meta:
-        app_label = "shelves"
-        apps = shelves
 
-    def __str__(self):
-        return self.name
-
-
-class Shelf(models.Model):
+class Shelf(ShelvesModel):
     name = models.CharField(max_length=100)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
 
-    class Meta:
-        app_label = "shelves"
-        apps = shelves
 
-    def __str__(self):
-        return self.name
-
-
-class Essay(models.Model):
+class Essay(ShelvesModel):
     title = models.CharField(max_length=100)
     body = models.TextField(blank=True)
     published = models.BooleanField(default=True)
     writer = models.ForeignKey(Writer, on_delete=models.CASCADE, related_name="essays")
     shelf = models.ForeignKey(Shelf, null=True, blank=True, on_delete=models.SET_NULL, related_name="essays")
-
-    class Meta:
-        app_label = "shelves"
-        apps = shelves
-
-    def __str__(self):
-        return self.title
-
-    def get_absolute_url(self):
-        return f"/essays/{self.pk}/"
 
 
 class EssayContent(ContentConfig):
@@ -104,19 +68,9 @@ class EssayContent(ContentConfig):
         return f"By {essay.writer.name}. Shelved under: {place or 'nothing'}.\n\n{essay.body}"
 
 
-class GuestColumn(models.Model):
+class GuestColumn(ShelvesModel):
     title = models.CharField(max_length=100)
     guest = models.ForeignKey(GuestWriter, on_delete=models.CASCADE, related_name="columns")
-
-    class Meta:
-        app_label = "shelves"
-        apps = shelves
-
-    def __str__(self):
-        return self.title
-
-    def get_absolute_url(self):
-        return f"/columns/{self.pk}/"
 
 
 class GuestColumnContent(ContentConfig):

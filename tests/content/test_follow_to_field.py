@@ -11,39 +11,22 @@ from django.db import models
 import agent_handshake
 from agent_handshake.models import Document
 from agent_handshake.registry import ContentConfig
-from tests.isolated_apps import isolated_apps
+from tests.isolated_apps import isolated_model
 
 pytestmark = pytest.mark.django_db
 
 
-codes = isolated_apps("codes", __name__)
+CodesModel = isolated_model("codes", __name__)
 
 
-class Country(models.Model):
+class Country(CodesModel):
     code = models.CharField(max_length=2, unique=True)
     name = models.CharField(max_length=100)
 
-    class Meta:
-        app_label = "codes"
-        apps = codes
 
-    def __str__(self):
-        return self.name
-
-
-class Guide(models.Model):
+class Guide(CodesModel):
     title = models.CharField(max_length=100)
     country = models.ForeignKey(Country, to_field="code", on_delete=models.SET_NULL, null=True, related_name="guides")
-
-    class Meta:
-        app_label = "codes"
-        apps = codes
-
-    def __str__(self):
-        return self.title
-
-    def get_absolute_url(self):
-        return f"/guides/{self.pk}/"
 
 
 class GuideContent(ContentConfig):

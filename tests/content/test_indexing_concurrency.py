@@ -151,6 +151,24 @@ def committed(function: Callable[[], object]) -> None:
     assert errors == []
 
 
+def published_while_it_waits(
+    removal: threading.Thread, article: Article, errors: list[BaseException], **fields
+) -> None:
+    """``removal``, a run that finds ``article`` gone, waits to take its lexemes out (the test's connection holds
+    them), its mind made up; meanwhile the article is published again (its ``fields`` updated, committed) and that
+    save's task starts. Then both go on."""
+    with transaction.atomic():
+        list(LexemeStat.objects.select_for_update())
+        removal.start()
+        wait_for(1)
+        committed(lambda: Article.objects.filter(pk=article.pk).update(**fields))
+        save = indexing_thread(article, errors)  # the publishing save's task
+        save.start()
+        wait_for(2, unless=save)
+    removal.join(30)
+    save.join(30)
+
+
 @pytest.mark.parametrize("body", [None, "Warm the teapot before brewing gyokuro at sixty degrees."])
 def test_a_save_while_a_removal_holds_the_document_keeps_it(body):
     """An unpublish's task (a removal) found the object gone and is deleting its document when the object is
@@ -158,18 +176,8 @@ def test_a_save_while_a_removal_holds_the_document_keeps_it(body):
     article = Article.objects.create(title="Kettles", slug="kettles", body="Rinse the kettle with citric acid.")
     Article.objects.filter(pk=article.pk).update(published=False)  # no signal: the task runs below
     errors: list[BaseException] = []
-    removal = indexing_thread(article, errors)
-    with transaction.atomic():
-        list(LexemeStat.objects.select_for_update())  # the removal waits to take the lexemes out, its mind made up
-        removal.start()
-        wait_for(1)
-        published = {"published": True} if body is None else {"published": True, "body": body}
-        committed(lambda: Article.objects.filter(pk=article.pk).update(**published))
-        save = indexing_thread(article, errors)  # the publishing save's task
-        save.start()
-        wait_for(2, unless=save)
-    removal.join(30)
-    save.join(30)
+    published = {"published": True} if body is None else {"published": True, "body": body}
+    published_while_it_waits(indexing_thread(article, errors), article, errors, **published)
 
     assert errors == []
     document = documents_of_articles().get()
@@ -186,16 +194,7 @@ def test_a_save_while_agent_reindex_removes_the_document_keeps_it():
     errors: list[BaseException] = []
     config = content_registry.get_config(Article)
     reindex = threading.Thread(target=worker(lambda: reindex_model(config), errors))
-    with transaction.atomic():
-        list(LexemeStat.objects.select_for_update())
-        reindex.start()
-        wait_for(1)
-        committed(lambda: Article.objects.filter(pk=article.pk).update(published=True))
-        save = indexing_thread(article, errors)
-        save.start()
-        wait_for(2, unless=save)
-    reindex.join(30)
-    save.join(30)
+    published_while_it_waits(reindex, article, errors, published=True)
 
     assert errors == []
     document = documents_of_articles().get()

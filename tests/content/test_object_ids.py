@@ -6,7 +6,6 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from django.apps.registry import Apps
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection, models
@@ -15,24 +14,18 @@ import agent_handshake
 from agent_handshake.indexing import reindex_model
 from agent_handshake.models import Document, Passage
 from agent_handshake.registry import ContentConfig
+from tests.isolated_apps import isolated_model
 
 pytestmark = pytest.mark.django_db
 
 
-class Guide(models.Model):
+class Guide(isolated_model("guides", __name__)):
     """A model whose primary key is its URL, as a site importing pages keyed by address would have; kept out of the
     project's app registry."""
 
     url = models.CharField(primary_key=True, max_length=255)
     title = models.CharField(max_length=100)
     body = models.TextField()
-
-    class Meta:
-        app_label = "guides"
-        apps = Apps()
-
-    def __str__(self):
-        return self.title
 
     def get_absolute_url(self):
         return self.url
@@ -85,21 +78,11 @@ def test_an_object_whose_primary_key_is_longer_than_64_characters_is_indexed(
     assert not documents(LONG_URL).exists()
 
 
-class Entry(models.Model):
+class Entry(isolated_model("entries", __name__)):
     """PostgreSQL lets a CharField have no max_length, so any text can be a primary key."""
 
     key = models.CharField(primary_key=True)
     title = models.CharField(max_length=100)
-
-    class Meta:
-        app_label = "entries"
-        apps = Apps()
-
-    def __str__(self):
-        return self.title
-
-    def get_absolute_url(self):
-        return f"/entries/{self.pk}/"
 
 
 def test_a_primary_key_of_a_charfield_without_max_length_is_indexed(registries, create_tables, publish, commit):

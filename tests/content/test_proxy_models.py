@@ -5,52 +5,36 @@ of its proxies is saved or deleted, and a registered parent when a child of mult
 from __future__ import annotations
 
 import pytest
-from django.apps.registry import Apps
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
 
 import agent_handshake
 from agent_handshake.models import Document
 from agent_handshake.registry import ContentConfig
+from tests.isolated_apps import isolated_model
 
 pytestmark = pytest.mark.django_db
 
-leaves = Apps()  # kept out of the project's app registry
+LeavesModel = isolated_model("leaves", __name__)
 
 
-class Leaf(models.Model):
+class Leaf(LeavesModel):
     title = models.CharField(max_length=100)
     body = models.TextField(blank=True)
     featured = models.BooleanField(default=False)
-
-    class Meta:
-        app_label = "leaves"
-        apps = leaves
-
-    def __str__(self):
-        return self.title
-
-    def get_absolute_url(self):
-        return f"/leaves/{self.pk}/"
 
 
 class FeaturedLeaf(Leaf):
     """What a site registers when agents should see some rows of a model, told apart by a config of their own."""
 
-    class Meta:
+    class Meta(LeavesModel.Meta):
         proxy = True
-        app_label = "leaves"
-        apps = leaves
 
 
 class PressedLeaf(Leaf):
     """A child of multi-table inheritance: saving it saves its Leaf row too."""
 
     pressed_on = models.DateField(null=True)
-
-    class Meta:
-        app_label = "leaves"
-        apps = leaves
 
 
 class LeafContent(ContentConfig):
@@ -75,70 +59,58 @@ def titles() -> list[str]:
     )
 
 
-def test_a_registered_proxy_follows_saves_of_its_concrete_model(leaf_tables, django_capture_on_commit_callbacks):
+def followed_through(model, commit, title: str, retitled: str, **fields) -> None:
+    """A leaf made, retitled and deleted through ``model`` (each step committed): the registered model's document
+    follows each step."""
+    leaf = commit(model.objects.create, title=title, **fields)
+    assert titles() == [title]
+    leaf.title = retitled
+    commit(leaf.save)
+    assert titles() == [retitled]
+    commit(leaf.delete)
+    assert titles() == []
+
+
+def test_a_registered_proxy_follows_saves_of_its_concrete_model(
+    leaf_tables, commit, django_capture_on_commit_callbacks
+):
     """post_save's sender is the class saved (Leaf), which was not registered: the proxy's document was never
     written, nor changed or removed afterwards, until agent_reindex."""
     agent_handshake.register(FeaturedLeaf, FeaturedLeafContent)
-    with django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=True):  # two saves in one transaction
         leaf = Leaf.objects.create(title="Sencha", body="Steamed green tea.", featured=True)
         Leaf.objects.create(title="Dust", body="Not featured.")
     assert titles() == ["Sencha"]
 
     leaf.title = "Sencha, first flush"
-    with django_capture_on_commit_callbacks(execute=True):
-        leaf.save()
+    commit(leaf.save)
     assert titles() == ["Sencha, first flush"]
 
     leaf.featured = False
-    with django_capture_on_commit_callbacks(execute=True):
-        leaf.save()
+    commit(leaf.save)
     assert titles() == []
 
     leaf.featured = True
-    with django_capture_on_commit_callbacks(execute=True):
-        leaf.save()
+    commit(leaf.save)
     assert titles() == ["Sencha, first flush"]
-    with django_capture_on_commit_callbacks(execute=True):
-        leaf.delete()
+    commit(leaf.delete)
     assert titles() == []
 
 
-def test_a_registered_model_follows_saves_and_deletes_through_its_proxy(
-    leaf_tables, django_capture_on_commit_callbacks
-):
+def test_a_registered_model_follows_saves_and_deletes_through_its_proxy(leaf_tables, commit):
     """Saved through a proxy, the signal's sender is the proxy, which had no receiver: the registered model's
     document was never written, changed or deleted."""
     agent_handshake.register(Leaf, LeafContent)
-    with django_capture_on_commit_callbacks(execute=True):
-        leaf = FeaturedLeaf.objects.create(title="Genmaicha", body="With roasted rice.", featured=True)
-    assert titles() == ["Genmaicha"]
-
-    leaf.title = "Genmaicha with matcha"
-    with django_capture_on_commit_callbacks(execute=True):
-        leaf.save()
-    assert titles() == ["Genmaicha with matcha"]
-
-    with django_capture_on_commit_callbacks(execute=True):
-        leaf.delete()
-    assert titles() == []
+    followed_through(
+        FeaturedLeaf, commit, "Genmaicha", "Genmaicha with matcha", body="With roasted rice.", featured=True
+    )
 
 
-def test_a_registered_parent_follows_saves_of_its_child_model(leaf_tables, django_capture_on_commit_callbacks):
+def test_a_registered_parent_follows_saves_of_its_child_model(leaf_tables, commit):
     """Saving a child of multi-table inheritance writes the parent's row (its title here), but the signal names only
     the child: the parent's document stayed as it was."""
     agent_handshake.register(Leaf, LeafContent)
-    with django_capture_on_commit_callbacks(execute=True):
-        pressed = PressedLeaf.objects.create(title="Pressed oolong", body="Kept in a book.")
-    assert titles() == ["Pressed oolong"]
-
-    pressed.title = "Pressed oolong, 1998"
-    with django_capture_on_commit_callbacks(execute=True):
-        pressed.save()
-    assert titles() == ["Pressed oolong, 1998"]
-
-    with django_capture_on_commit_callbacks(execute=True):
-        pressed.delete()
-    assert titles() == []
+    followed_through(PressedLeaf, commit, "Pressed oolong", "Pressed oolong, 1998", body="Kept in a book.")
 
 
 def test_a_model_registered_beside_its_proxy_is_indexed_only_as_the_class_saved(

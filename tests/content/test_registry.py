@@ -14,6 +14,7 @@ import agent_handshake
 from agent_handshake.models import Document
 from agent_handshake.registry import Capability, ContentConfig, NotRegistered
 from demo_site.shop.models import Order
+from tests.isolated_apps import isolated_model
 from tests.testapp.agents import ArticleContent
 from tests.testapp.models import Article
 
@@ -116,22 +117,12 @@ def test_capability_manifest_entry_carries_mode3_fields():
     assert Capability(name="x", description="y", available=lambda: False).is_available() is False
 
 
-class Note(models.Model):
+class Note(isolated_model("MyApp", __name__)):
     """A model of an app whose label is not lower case (``AppConfig.label = "MyApp"``), kept out of the project's
     app registry."""
 
     title = models.CharField(max_length=100)
     body = models.TextField()
-
-    class Meta:
-        app_label = "MyApp"
-        apps = Apps()
-
-    def __str__(self):
-        return self.title
-
-    def get_absolute_url(self):
-        return f"/notes/{self.pk}/"
 
 
 class NoteContent(ContentConfig):

@@ -22,23 +22,24 @@ from tests.testapp.models import Article
 
 pytestmark = pytest.mark.django_db
 
-isolated = Apps()  # kept out of the project's app registry (and its migrations)
+
+class Isolated:
+    """The ``Meta`` of testapp's models here: kept out of the project's app registry (and its migrations)."""
+
+    app_label = "testapp"
+    apps = Apps()
 
 
 class PublishedArticle(Article):
     """The common pattern: a proxy with its own queryset, registered instead of the model."""
 
-    class Meta:
+    class Meta(Isolated):
         proxy = True
-        app_label = "testapp"
-        apps = isolated
 
 
 class FeaturedArticle(Article):
-    class Meta:
+    class Meta(Isolated):
         proxy = True
-        app_label = "testapp"
-        apps = isolated
 
 
 class ReviewArticle(Article):
@@ -46,9 +47,8 @@ class ReviewArticle(Article):
 
     verdict = models.CharField(max_length=20)
 
-    class Meta:
-        app_label = "testapp"
-        apps = isolated
+    class Meta(Isolated):
+        pass
 
 
 class PublishedArticleContent(ContentConfig):

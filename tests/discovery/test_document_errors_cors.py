@@ -6,7 +6,6 @@ browser handed a page on another origin a network error instead of the JSON sayi
 from __future__ import annotations
 
 import pytest
-from django.test import Client, override_settings
 
 from tests.discovery.test_cors_exposed_headers import DOCUMENTS, PAGE
 from tests.discovery.test_front_door_hosts import assert_site_key_unavailable
@@ -14,24 +13,18 @@ from tests.discovery.test_front_door_hosts import assert_site_key_unavailable
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def client():
-    with override_settings(AGENT_HANDSHAKE={"SERVE_ROBOTS_TXT": True}):
-        yield Client(enforce_csrf_checks=True)
-
-
 @pytest.mark.parametrize("path", DOCUMENTS)
-def test_a_documents_405_is_readable_by_a_page_on_another_origin(client, path):
+def test_a_documents_405_is_readable_by_a_page_on_another_origin(documents_client, path):
     # A form-like POST is a "simple" request: the browser sends it without a preflight and shows the page the answer
     # only if it carries Access-Control-Allow-Origin.
-    response = client.post(path, "x", content_type="text/plain", HTTP_ORIGIN=PAGE)
+    response = documents_client.post(path, "x", content_type="text/plain", HTTP_ORIGIN=PAGE)
     assert response.status_code == 405
     assert response["Access-Control-Allow-Origin"] == "*"
     assert response.json()["code"] == "method_not_allowed"
 
 
-def test_the_intent_manifests_503_is_readable_by_a_page_on_another_origin(client, host_site):
+def test_the_intent_manifests_503_is_readable_by_a_page_on_another_origin(documents_client, host_site):
     host_site.AGENT_HANDSHAKE = {**host_site.AGENT_HANDSHAKE, "SITE_PRIVATE_KEY": "garbage"}
-    response = client.get("/intentmanifest.yaml", HTTP_ORIGIN=PAGE)
+    response = documents_client.get("/intentmanifest.yaml", HTTP_ORIGIN=PAGE)
     assert_site_key_unavailable(response)
     assert response["Access-Control-Allow-Origin"] == "*"

@@ -5,7 +5,6 @@ a wrong method's 405 said ``Allow: GET, HEAD`` while their OPTIONS answer said `
 from __future__ import annotations
 
 import pytest
-from django.test import Client, override_settings
 
 from tests.discovery.test_cors_exposed_headers import DOCUMENTS as PUBLIC_DOCUMENTS
 from tests.discovery.test_cors_exposed_headers import METADATA
@@ -20,18 +19,12 @@ def methods(header: str) -> list[str]:
     return [name.strip() for name in header.split(",")]
 
 
-@pytest.fixture
-def client():
-    with override_settings(AGENT_HANDSHAKE={"SERVE_ROBOTS_TXT": True}):
-        yield Client(enforce_csrf_checks=True)
-
-
 @pytest.mark.parametrize("path", DOCUMENTS)
 @pytest.mark.parametrize("method", ["POST", "DELETE"])
-def test_a_documents_405_allows_what_its_options_answer_allows(client, path, method):
-    options = client.options(path)
+def test_a_documents_405_allows_what_its_options_answer_allows(documents_client, path, method):
+    options = documents_client.options(path)
     assert options.status_code == 200
-    response = client.generic(method, path, b"{}", content_type="application/json")
+    response = documents_client.generic(method, path, b"{}", content_type="application/json")
     assert response.status_code == 405
     assert response["Content-Type"] == "application/json"
     body = response.json()

@@ -8,7 +8,6 @@ its empty body."""
 from __future__ import annotations
 
 import pytest
-from django.test import Client, override_settings
 
 from tests.discovery.test_cors_exposed_headers import DOCUMENTS
 
@@ -19,15 +18,9 @@ def names(header: str) -> list[str]:
     return [name.strip().lower() for name in header.split(",")]
 
 
-@pytest.fixture
-def client():
-    with override_settings(AGENT_HANDSHAKE={"SERVE_ROBOTS_TXT": True}):
-        yield Client(enforce_csrf_checks=True)
-
-
 @pytest.mark.parametrize("path", DOCUMENTS)
-def test_a_browsers_preflight_for_a_document_is_allowed(client, path):
-    response = client.options(
+def test_a_browsers_preflight_for_a_document_is_allowed(documents_client, path):
+    response = documents_client.options(
         path,
         HTTP_ORIGIN="https://page.example",
         HTTP_ACCESS_CONTROL_REQUEST_METHOD="GET",
@@ -41,23 +34,23 @@ def test_a_browsers_preflight_for_a_document_is_allowed(client, path):
     assert response.content == b""
     assert "Content-Type" not in response
     # And the GET that follows is readable by that page, as before.
-    got = client.get(path, HTTP_ORIGIN="https://page.example")
+    got = documents_client.get(path, HTTP_ORIGIN="https://page.example")
     assert got.status_code == 200
     assert got["Access-Control-Allow-Origin"] == "*"
 
 
 @pytest.mark.parametrize("path", DOCUMENTS)
-def test_a_plain_options_says_allow_and_has_no_content_type(client, path):
-    response = client.options(path)
+def test_a_plain_options_says_allow_and_has_no_content_type(documents_client, path):
+    response = documents_client.options(path)
     assert response.status_code == 200
     assert names(response["Allow"]) == ["get", "head", "options"]
     assert response.content == b""
     assert "Content-Type" not in response
 
 
-def test_a_preflight_echoes_only_header_names(client):
+def test_a_preflight_echoes_only_header_names(documents_client):
     """What the page asked for is echoed, but only what is a header name (no line breaks, commas, spaces)."""
-    response = client.options(
+    response = documents_client.options(
         "/llms.txt",
         HTTP_ORIGIN="https://page.example",
         HTTP_ACCESS_CONTROL_REQUEST_METHOD="GET",

@@ -8,7 +8,6 @@ import pytest
 from django.contrib.contenttypes.models import ContentType
 
 from agent_handshake.models import ContentSignalOverride, SiteProfile
-from demo_site.videos.models import Video
 from tests.testapp.models import Article
 
 pytestmark = pytest.mark.django_db
@@ -17,17 +16,9 @@ SITE_HEADER = "search=yes, ai-input=yes, ai-train=no"
 
 
 @pytest.fixture
-def content(publish):
+def content(publish, video):
     article = publish(
         Article, title="Staff rota", slug="staff-rota", summary="Who opens the shop.", body="Ada opens on Monday."
-    )
-    video = publish(
-        Video,
-        title="Whisking matcha",
-        slug="whisking-matcha",
-        description="How to whisk matcha to a fine foam.",
-        stream_url="https://media.example/whisk/master.m3u8",
-        duration_seconds=312,
     )
     return article, video
 

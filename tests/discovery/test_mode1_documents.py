@@ -39,20 +39,6 @@ def articles(publish):
     return created
 
 
-@pytest.fixture
-def video(publish):
-    return publish(
-        Video,
-        title="Whisking matcha",
-        slug="whisking-matcha",
-        description="How to whisk matcha to a fine foam.",
-        stream_url="https://media.example/whisk/master.m3u8",
-        duration_seconds=312,
-        subtitles=[{"lang": "en", "url": "https://media.example/whisk/en.vtt"}],
-        chapters=[{"title": "Sifting", "start_seconds": 0}, {"title": "Whisking", "start_seconds": 95}],
-    )
-
-
 def parse_llms_txt(text: str) -> dict:
     lines = text.splitlines()
     assert lines[0].startswith("# "), lines[0]

@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import override_settings
 
 from agent_handshake.models import TrustEvent, VerifiedAgent
-from tests.identity.test_verified_agents import Agent, post
+from tests.identity.test_verified_agents import post
 from tests.intentweb.test_intentweb import Agent as IntentAgent
 
 pytestmark = pytest.mark.django_db
 
 EARNED, REFUSED = 0.05, -0.02
 INPUT = {"product": "LK-TEA-0001"}
-TIERS = [{"name": "all", "min_trust": 0.0, "rate_limits": "authenticated", "scopes": ["*"]}]
 
 
 def trust_of(did: str) -> float:
@@ -41,11 +39,8 @@ DOORS = {
 
 
 @pytest.fixture
-def agent(client, demo_content, settings):
-    with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "DID_TRUST_TIERS": TIERS}):
-        agent = Agent(client)
-        agent.handshake()
-        yield agent
+def agent(every_scope_agent):
+    return every_scope_agent
 
 
 @pytest.mark.parametrize("door", sorted(DOORS))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import override_settings
 
 from agent_handshake.models import Job, TrustEvent, VerifiedAgent
 from tests.asp.test_asp import Agent as ProtoAgent
@@ -98,25 +97,22 @@ def test_mcp_work_earns_trust(client, agent):
         assert trust_of(agent.did) == pytest.approx(before + EARNED), body
 
 
-def test_the_job_status_tool_moves_no_trust_the_call_that_started_the_job_earned(client, demo_content, settings):
-    tiers = [{"name": "all", "min_trust": 0.0, "rate_limits": "authenticated", "scopes": ["*"]}]
-    with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "DID_TRUST_TIERS": tiers}):
-        agent = Agent(client)
-        agent.handshake()
-        escalate = {"name": "escalate_to_human", "arguments": {"query": "Can you blend a smoky oolong?"}}
-        started = mcp(client, agent, rpc("tools/call", escalate)).json()
-        assert started["result"]["isError"] is False, started
-        job_id = str(Job.objects.get(api_key__verified_agent__did=agent.did).pk)
-        assert trust_of(agent.did) == pytest.approx(0.5 + EARNED), started
-        for number in range(3):
-            poll = {"name": "job_status", "arguments": {"job_id": job_id}}
-            status = mcp(client, agent, rpc("tools/call", poll, id=number)).json()
-            assert not status["result"].get("isError"), status
-        assert trust_of(agent.did) == pytest.approx(0.5 + EARNED)
-        # Asking for a job that is not there is refused, and lowers trust as any refusal does.
-        unknown = mcp(client, agent, rpc("tools/call", {"name": "job_status", "arguments": {"job_id": "no-such"}}))
-        assert unknown.json()["result"]["isError"] is True
-        assert trust_of(agent.did) == pytest.approx(0.5 + EARNED - 0.02)
+def test_the_job_status_tool_moves_no_trust_the_call_that_started_the_job_earned(client, every_scope_agent):
+    agent = every_scope_agent
+    escalate = {"name": "escalate_to_human", "arguments": {"query": "Can you blend a smoky oolong?"}}
+    started = mcp(client, agent, rpc("tools/call", escalate)).json()
+    assert started["result"]["isError"] is False, started
+    job_id = str(Job.objects.get(api_key__verified_agent__did=agent.did).pk)
+    assert trust_of(agent.did) == pytest.approx(0.5 + EARNED), started
+    for number in range(3):
+        poll = {"name": "job_status", "arguments": {"job_id": job_id}}
+        status = mcp(client, agent, rpc("tools/call", poll, id=number)).json()
+        assert not status["result"].get("isError"), status
+    assert trust_of(agent.did) == pytest.approx(0.5 + EARNED)
+    # Asking for a job that is not there is refused, and lowers trust as any refusal does.
+    unknown = mcp(client, agent, rpc("tools/call", {"name": "job_status", "arguments": {"job_id": "no-such"}}))
+    assert unknown.json()["result"]["isError"] is True
+    assert trust_of(agent.did) == pytest.approx(0.5 + EARNED - 0.02)
 
 
 def test_every_door_that_does_work_for_a_verified_agent_earns_it_trust(client, agent):

@@ -316,21 +316,18 @@ def test_trust_tiers_set_the_rate_limits_and_the_scopes(client, demo_content, se
         assert job_owner.client.name == agent.did  # the DID is who booked (the logs, the ownership)
 
 
-def test_an_agents_jobs_belong_to_its_did_across_sessions(client, demo_content, settings):
-    tiers = [{"name": "all", "min_trust": 0.0, "rate_limits": "authenticated", "scopes": ["*"]}]
-    with override_settings(AGENT_HANDSHAKE={**settings.AGENT_HANDSHAKE, "DID_TRUST_TIERS": tiers}):
-        agent = Agent(client)
-        agent.handshake()
-        question = {"ahp": "0.1", "capability": "escalate_to_human", "query": "Can you blend a smoky oolong?"}
-        accepted = post(client, "/agent/converse", question, **agent.headers)
-        assert accepted.status_code == 202, accepted.json()
-        poll = accepted.json()["poll"]
-        agent.handshake()  # a new session of the same DID still owns the job
-        assert client.get(poll, **agent.headers).status_code == 200
-        stranger = Agent(client)
-        stranger.handshake()
-        assert client.get(poll, **stranger.headers).status_code == 403  # not its job
-        assert Job.objects.get().api_key.verified_agent.did == agent.did
+def test_an_agents_jobs_belong_to_its_did_across_sessions(client, every_scope_agent):
+    agent = every_scope_agent
+    question = {"ahp": "0.1", "capability": "escalate_to_human", "query": "Can you blend a smoky oolong?"}
+    accepted = post(client, "/agent/converse", question, **agent.headers)
+    assert accepted.status_code == 202, accepted.json()
+    poll = accepted.json()["poll"]
+    agent.handshake()  # a new session of the same DID still owns the job
+    assert client.get(poll, **agent.headers).status_code == 200
+    stranger = Agent(client)
+    stranger.handshake()
+    assert client.get(poll, **stranger.headers).status_code == 403  # not its job
+    assert Job.objects.get().api_key.verified_agent.did == agent.did
 
 
 @pytest.mark.django_db(transaction=True)

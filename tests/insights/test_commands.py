@@ -21,17 +21,10 @@ from agent_handshake.insights.gaps import waiting
 from agent_handshake.models import AgentRequest, ContentGap, DailyTraffic
 from tests.insights.test_gaps import gaps_lock_held_elsewhere
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_buffer")]
 
 RECORDING = {"INSIGHTS_RECORD_QUESTIONS": True}
 UNANSWERED = ["Do you sell gift cards?", "Can I buy a gift voucher for a friend?", "Do you have gift certificates?"]
-
-
-@pytest.fixture(autouse=True)
-def empty_buffer():
-    recording.discard()
-    yield
-    recording.discard()
 
 
 def converse(client, query: str) -> None:

@@ -22,15 +22,7 @@ from tests.mcp.test_mcp import rpc
 from tests.nlweb.test_nlweb import post
 from tests.nlweb_schema import assert_valid
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def empty_buffer():
-    """No record left over from another test (requests elsewhere record too, and nothing there writes them)."""
-    recording.discard()
-    yield
-    recording.discard()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_buffer")]
 
 
 def the_row() -> tuple[str, str, str, int]:

@@ -98,18 +98,20 @@ def read_only_folder(folder: Path):
         finally:
             folder.chmod(0o700)
         return
-    if not chattr("+i", folder):
-        pytest.skip("running as root, where mode 0500 does not stop writes, and chattr +i is not available here")
-    try:
+    with immutable_file(
+        folder, "running as root, where mode 0500 does not stop writes, and chattr +i is not available here"
+    ):
         yield
-    finally:
-        chattr("-i", folder)
+
+
+NO_IMMUTABLE = "chattr +i is not available here (it needs root or CAP_LINUX_IMMUTABLE and a file system with it)"
 
 
 @contextmanager
-def immutable_file(path: Path):
+def immutable_file(path: Path, unavailable: str = NO_IMMUTABLE):
+    """The file (or folder) made immutable, or the test skipped, saying ``unavailable``."""
     if not chattr("+i", path):
-        pytest.skip("chattr +i is not available here (it needs root or CAP_LINUX_IMMUTABLE and a file system with it)")
+        pytest.skip(unavailable)
     try:
         yield
     finally:

@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 
 from agent_handshake.embedded import database_config, exit_normally_on_stop_signals
+from tests.processes import run_together
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -287,21 +288,7 @@ def test_processes_starting_at_once_all_get_the_database(tmp_path):
     """A web process and its workers (gunicorn, Celery) started together on a new data directory: each one finds
     the database, none fails because another created it first."""
     data_dir = tmp_path / "pgdata"
-    starts = [
-        subprocess.Popen(
-            [sys.executable, "-c", STARTS_AT_ONCE, str(data_dir)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(6)
-    ]
-    failures = []
-    for start in starts:
-        _, stderr = start.communicate(timeout=120)
-        if start.returncode != 0:
-            failures.append(stderr)
+    failures = [start.stderr for start in run_together(STARTS_AT_ONCE, str(data_dir)) if start.returncode != 0]
     # The whole of each failure's stderr: a one-off initdb failure (exit status 1, under a loaded machine) was once
     # seen here with only its last line kept, and could not be explained from it.
     assert failures == [], "\n---\n".join(failures)

@@ -10,11 +10,8 @@ import base64
 import hashlib
 import json
 import stat
-import subprocess
-import sys
 import time
 from io import StringIO
-from pathlib import Path
 
 import pytest
 import rfc8785
@@ -30,8 +27,8 @@ from django.test import override_settings
 
 from agent_handshake.identity import site_key
 from agent_handshake.intentweb import attribution, vectors
+from tests.processes import run_together
 
-ROOT = Path(__file__).resolve().parents[2]
 DID_PREFIX = "did:agent-semantic-protocol:"
 INITIAL = ("protocol_version", "flow_type", "message", "interaction_id")
 
@@ -369,21 +366,10 @@ print(loaded.created, site_public_key())
 def test_processes_starting_together_end_with_one_key(tmp_path):
     path = tmp_path / "race" / "k.pem"
     start = time.time() + 4
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACE, str(path), str(start)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(6)
-    ]
     results = []
-    for worker in workers:
-        out, err = worker.communicate(timeout=120)
-        assert worker.returncode == 0, err
-        created, public = out.split()
+    for worker in run_together(RACE, str(path), str(start)):
+        assert worker.returncode == 0, worker.stderr
+        created, public = worker.stdout.split()
         results.append((created, public))
     on_disk = serialization.load_pem_private_key(path.read_bytes(), password=None)
     assert {public for _, public in results} == {b64url(raw_public(on_disk))}

@@ -18,7 +18,8 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agent_handshake.concierge.desk import operator_outcome
-from agent_handshake.concierge.jobs import complete_waiting, deliver_callback
+from agent_handshake.concierge.job_callbacks import deliver_callback
+from agent_handshake.concierge.jobs import complete_waiting
 from agent_handshake.concierge.jobs import run as run_job
 from agent_handshake.models import AgentClient, ApiKey, Interaction, Job, TrustedActorKey
 from demo_site.shop.models import Appointment

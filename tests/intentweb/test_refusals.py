@@ -11,7 +11,8 @@ import unicodedata
 import pytest
 
 import agent_handshake
-from agent_handshake.concierge.jobs import cancel, deliver_callback
+from agent_handshake.concierge.job_callbacks import deliver_callback
+from agent_handshake.concierge.jobs import cancel
 from agent_handshake.concierge.jobs import run as run_job
 from agent_handshake.models import IntentNonce, Interaction, Job, TrustedActorKey
 from tests.concierge.test_callbacks import Receiver

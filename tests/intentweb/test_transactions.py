@@ -93,8 +93,8 @@ def test_two_final_turns_at_once_run_the_capability_once(client, title_lookup):
 
 
 def test_old_nonces_are_forgotten_outside_the_messages_transaction():
+    from agent_handshake.concierge.interaction_admission import forget_old_nonces
     from agent_handshake.conf import app_settings
-    from agent_handshake.intentweb.views import forget_old_nonces
 
     old = IntentNonce.objects.create(nonce="old-nonce")
     recent = IntentNonce.objects.create(nonce="recent-nonce")
@@ -114,7 +114,7 @@ class SplitRouter:
 def test_the_nonce_the_keys_and_the_interaction_must_share_a_database():
     from django.core.exceptions import ImproperlyConfigured
 
-    from agent_handshake.intentweb.views import database
+    from agent_handshake.concierge.interaction_admission import database
 
     assert database() == "default"
     with override_settings(DATABASE_ROUTERS=[f"{__name__}.SplitRouter"]), pytest.raises(ImproperlyConfigured):
@@ -122,14 +122,12 @@ def test_the_nonce_the_keys_and_the_interaction_must_share_a_database():
 
 
 def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_interactions_row(
-    client, registries, settings, monkeypatch
+    client, registries, settings, callback_host_lookups
 ):
     """An async intent's callback_url is checked (its host resolved) when the job is accepted, which takes as long
     as DNS does: seconds for a slow name server, whose name the agent chooses. Done inside the message's
     transaction, the interaction stays row-locked (and its nonce's insert pending) that long. The lookup is done
     before the transaction; the delivery resolves and checks again, and connects to the address it checked."""
-    import socket
-
     import agent_handshake
     from tests.intentweb.test_intentweb import key
 
@@ -158,20 +156,6 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_interactions
         finally:
             connection.close()
 
-    during_lookup = []
-    resolve = socket.getaddrinfo
-    # The request's connection, seen from the lookup, which runs in a thread of its own (for its timeout).
-    caller = transaction.get_connection()
-
-    def spied(host, *args, **kwargs):
-        if host == "localhost":  # the callback's host (nothing else here resolves a name)
-            locked = []
-            checker = threading.Thread(target=lambda: locked.append(interaction_locked()))
-            checker.start()
-            checker.join()
-            during_lookup.append({"in_transaction": caller.in_atomic_block, "locked": locked[0]})
-        return resolve(host, *args, **kwargs)
-
     # A callback URL the site refuses is still refused where it was, once the input is complete: no job.
     status, reply = agent.send("information_response", "11:00", collected_information={"time": "11:00"},
                                callback_url="http://192.0.2.1/hook")  # fmt: skip
@@ -179,7 +163,7 @@ def test_the_callback_hosts_dns_lookup_holds_no_transaction_nor_the_interactions
     assert reply["fields"] == ["callback_url"]  # as the refusal names it: send another
     assert not Job.objects.exists()
 
-    monkeypatch.setattr(socket, "getaddrinfo", spied)
+    during_lookup = callback_host_lookups(interaction_locked)
     status, reply = agent.send("information_response", "11:00", collected_information={"time": "11:00"},
                                callback_url="http://localhost/hook")  # fmt: skip
     assert (status, reply["status"]) == (200, "accepted"), reply

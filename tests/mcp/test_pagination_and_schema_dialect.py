@@ -64,7 +64,7 @@ def test_an_invalid_cursor_on_every_paginated_list_is_invalid_params(client, met
 
 # --- the JSON Schema dialect of the tools' schemas --------------------------------------------------------------
 
-#: Draft-07, the dialect the capabilities' schemas are written in (AHP's) and checked with (checks.py, the
+#: Draft-07, the dialect the capabilities' schemas are written in (AHP's) and checked with (checks/capabilities.py, the
 #: concierge's validator): a booking slot as a tuple, a date and a party size (draft-07's array form of items).
 SLOT = {"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": False}
 

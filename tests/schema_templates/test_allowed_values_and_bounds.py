@@ -41,8 +41,8 @@ def test_a_template_published_before_the_fix_is_republished_unescaped(client, re
     import hashlib
     import json
 
+    from agent_handshake.concierge.template_publishing import digest_of, forget
     from agent_handshake.models import SchemaTemplate
-    from agent_handshake.schema_templates.templates import digest_of, forget
 
     @capability(
         description="Order a tea.",

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from agent_handshake.concierge import template_publishing
 from agent_handshake.models import SchemaKeyText, SchemaTemplate
 from agent_handshake.registry import capability_registry
-from agent_handshake.schema_templates import templates
 from tests.schema_templates.test_schema_templates import editor, inline_form
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def served(client, scenario: str, language: str | None = None) -> tuple[str, dic
 def test_a_text_in_the_sites_own_language_is_refused_as_a_translation(client, demo_content, settings, language):
     assert settings.LANGUAGE_CODE == "en-us"
     client.force_login(editor(*EDITOR))
-    row = templates.current(capability_registry.get("check_inventory"))
+    row = template_publishing.current(capability_registry.get("check_inventory"))
     response = client.post(f"/admin/agent_handshake/schematemplate/{row.pk}/change/",
                            inline_form("check_inventory", [("product", language, "The SKU.")]))  # fmt: skip
     assert response.status_code == 200
@@ -41,7 +41,7 @@ def test_a_text_in_the_sites_own_language_is_refused_as_a_translation(client, de
 
 
 def test_a_stored_text_in_the_sites_own_language_is_served_with_or_without_preferred_language(client, demo_content):
-    row = templates.current(capability_registry.get("check_inventory"))
+    row = template_publishing.current(capability_registry.get("check_inventory"))
     SchemaKeyText.objects.create(template=row, key_name="product", language="en-us", semantic_description="The SKU.")
     plain = served(client, "check_inventory")
     asked = served(client, "check_inventory", "en-US")
@@ -51,7 +51,7 @@ def test_a_stored_text_in_the_sites_own_language_is_served_with_or_without_prefe
 
 
 def test_a_template_whose_capability_is_gone_takes_the_security_permission(client, demo_content, registries):
-    row = templates.current(capability_registry.get("check_inventory"))
+    row = template_publishing.current(capability_registry.get("check_inventory"))
     text = SchemaKeyText.objects.create(template=row, key_name="product", semantic_description="The SKU.")
     capability_registry.unregister("check_inventory")
     url = f"/admin/agent_handshake/schematemplate/{row.pk}/change/"

@@ -18,9 +18,9 @@ from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from agent_handshake.concierge import template_publishing
 from agent_handshake.models import SchemaKeyText, SchemaTemplate
 from agent_handshake.registry import capability_registry
-from agent_handshake.schema_templates import templates
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ MIGRATION = "agent_handshake.migrations.0013_schema_key_text_languages"
 
 @pytest.fixture
 def booking_template() -> SchemaTemplate:
-    return templates.current(capability_registry.get("book_appointment"))
+    return template_publishing.current(capability_registry.get("book_appointment"))
 
 
 def served(client, language: str) -> dict[str, str]:
@@ -146,7 +146,7 @@ def test_of_two_texts_stored_in_one_language_the_template_serves_the_one_edited_
     # which was edited last.
     stored_as_written(newer, "fr", now)
     stored_as_written(older, "FR", now - timedelta(days=3))
-    templates.publish(capability_registry.get("book_appointment"))
+    template_publishing.publish(capability_registry.get("book_appointment"))
     assert served(client, "fr")["name"] == "Le nom, comme écrit en dernier."
     assert served(client, "FR")["name"] == "Le nom, comme écrit en dernier."
 
@@ -189,7 +189,7 @@ def test_the_migration_normalises_stored_tags_and_keeps_every_text(booking_templ
     )
 
     # Published as it stood (the texts' own saves marked it stale): the migration must have it published again.
-    published = templates.publish(capability_registry.get("book_appointment")).published
+    published = template_publishing.publish(capability_registry.get("book_appointment")).published
     assert published["translations"]["fr"]["name"] == "Le nom (récent)."
 
     with caplog.at_level(logging.WARNING), connection.schema_editor(atomic=False) as editor:
@@ -246,7 +246,7 @@ def test_the_migration_runs_through_the_migration_executor(booking_template, cli
     older, newer = text(booking_template, "name", "Le nom."), text(booking_template, "name", "Le nom complet.")
     stored_as_written(older, "fr", timezone.now() - timedelta(days=1))
     stored_as_written(newer, "FR", timezone.now())
-    assert templates.publish(capability_registry.get("book_appointment")).published["translations"]["fr"] == {
+    assert template_publishing.publish(capability_registry.get("book_appointment")).published["translations"]["fr"] == {
         "name": "Le nom complet."
     }
     migration = importlib.import_module(MIGRATION)

@@ -8,9 +8,8 @@ import json
 
 import pytest
 
-from agent_handshake import Invocation, Outcome
 from agent_handshake.models import ProposedField
-from tests.schema_templates.test_schema_templates import echo, editor, post, sender, template  # noqa: F401  (echo is a fixture)
+from tests.schema_templates.test_schema_templates import echo, echoing, editor, post, sender, template  # noqa: F401  (echo is a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -67,23 +66,15 @@ def test_editors_read_the_counts_as_senders(admin_client, echo):  # noqa: F811
 
 @pytest.fixture
 def strict(registries):
-    """A public capability whose input schema refuses properties it does not declare."""
-    from agent_handshake import capability
-
-    @capability(
-        description="Reserve a table.",
-        input_schema={
-            "type": "object",
-            "required": ["place"],
-            "additionalProperties": False,
-            "properties": {"place": {"type": "string"}},
-        },
-        output_schema={"type": "object", "properties": {"received": {"type": "object"}}},
-    )
-    def reserve_table(invocation: Invocation) -> Outcome:
-        return Outcome({"received": dict(invocation.input)})
-
-    return reserve_table
+    """``reserve_table``, a capability that echoes its input, whose input schema refuses properties it does not
+    declare."""
+    schema = {
+        "type": "object",
+        "required": ["place"],
+        "additionalProperties": False,
+        "properties": {"place": {"type": "string"}},
+    }
+    return echoing("reserve_table", "Reserve a table.", schema)
 
 
 def test_approving_a_key_its_capability_never_receives_warns_the_editor(client, strict, echo):  # noqa: F811

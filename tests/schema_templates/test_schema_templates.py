@@ -210,14 +210,25 @@ def test_unknown_scenarios_and_methods_are_json_errors(client, demo_content):
     assert client.post(ENDPOINT, "{", content_type="application/json").json()["error"]["code"] == "invalid_request"
 
 
-@pytest.fixture
-def echo(registries):
-    """A public MODE3 capability whose output is the input it received (defaults, what reached it)."""
+def echoing(name: str, description: str, input_schema: dict):
+    """Declare ``name``, a public MODE3 capability whose output is the input it received (defaults, what reached
+    it); its handler."""
     from agent_handshake import capability
 
-    @capability(
-        description="Plan a picnic: a place and how many people.",
-        input_schema={
+    def echo(invocation: Invocation) -> Outcome:
+        return Outcome({"received": dict(invocation.input)})
+
+    output_schema = {"type": "object", "required": ["received"], "properties": {"received": {"type": "object"}}}
+    return capability(name, description=description, input_schema=input_schema, output_schema=output_schema)(echo)
+
+
+@pytest.fixture
+def echo(registries):
+    """``plan_picnic``, a capability that echoes its input (:func:`echoing`)."""
+    return echoing(
+        "plan_picnic",
+        "Plan a picnic: a place and how many people.",
+        {
             "type": "object",
             "required": ["place"],
             "properties": {
@@ -226,12 +237,7 @@ def echo(registries):
                 "blanket": {"type": "boolean", "default": False},
             },
         },
-        output_schema={"type": "object", "required": ["received"], "properties": {"received": {"type": "object"}}},
     )
-    def plan_picnic(invocation: Invocation) -> Outcome:
-        return Outcome({"received": dict(invocation.input)})
-
-    return plan_picnic
 
 
 def test_defaults_are_applied_and_other_never_reaches_the_capability(client, db, echo):

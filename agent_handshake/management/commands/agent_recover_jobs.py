@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agent_handshake.concierge.jobs import recover
+from agent_handshake.concierge.recovery import recover
 
 #: The longest --older-than (ten years): beyond the calendar, the cutoff and the recovery backoff overflow.
 MAX_OLDER_THAN = 10 * 365 * 24 * 3600

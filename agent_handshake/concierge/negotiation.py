@@ -1,18 +1,13 @@
-"""Content-type negotiation (AHP §6.6)."""
+"""Content-type negotiation (AHP §6.6): which of the types the agent accepts a capability answers in."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..registry import Capability
+from .errors import UnsupportedType
 
 DEFAULT_TYPE = "text/answer"
-
-
-class UnsupportedType(Exception):
-    def __init__(self, available: list[str]) -> None:
-        super().__init__("no content type both sides support")
-        self.available = available
 
 
 @dataclass(frozen=True)
@@ -26,7 +21,7 @@ def negotiate(capability: Capability, accept_types: list[str] | None) -> Negotia
     """The visiting agent's most preferred type that the capability can return.
 
     With no overlap: ``text/answer`` (with ``fallback_from``) if the capability declares ``accept_fallback``,
-    else :class:`UnsupportedType` listing what the capability offers.
+    else :class:`~.errors.UnsupportedType` listing what the capability offers.
     """
     wanted = accept_types or [DEFAULT_TYPE]
     for content_type in wanted:
@@ -34,4 +29,6 @@ def negotiate(capability: Capability, accept_types: list[str] | None) -> Negotia
             return Negotiated(content_type)
     if capability.accept_fallback:
         return Negotiated(DEFAULT_TYPE, fallback_from=capability.response_types[0])
-    raise UnsupportedType(list(capability.response_types))
+    raise UnsupportedType(
+        f"{capability.name} cannot return any of {wanted}.", available_types=list(capability.response_types)
+    )
