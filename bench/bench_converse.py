@@ -112,11 +112,23 @@ def converse_environ(query: str) -> dict:
     return request.environ
 
 
-def measure(queries: list[str], handler, retriever, scope) -> tuple[list[float], list[float], list[float]]:
-    """Seconds per query: the embedding alone, the retrieval SQL alone, and POST /agent/converse."""
+def measure(queries: list[str], handler, retriever, scope, no_reader: dict) -> dict[str, list[float]]:
+    """Seconds per query: the embedding alone, the retrieval SQL alone, POST /agent/converse, the same without the
+    reader (``no_reader``: settings naming a directory without its files), and the reader alone (its candidates'
+    count in ``pairs``)."""
+    from django.test import override_settings
+
+    from agent_handshake.concierge.answering import ContentConcierge
+    from agent_handshake.concierge.backends import passages_of
+    from agent_handshake.concierge.reading import _scores, read
+
     embed_times: list[float] = []
     sql_times: list[float] = []
     converse_times: list[float] = []
+    plain_times: list[float] = []
+    read_times: list[float] = []
+    pairs: list[float] = []
+    concierge = ContentConcierge(retriever)
     backend = retriever.backend
     for query in queries[:10]:  # warm-up: caches, connections, plans
         handler(converse_environ(query), lambda *a: None)
@@ -132,19 +144,43 @@ def measure(queries: list[str], handler, retriever, scope) -> tuple[list[float],
         retriever.text_candidates(query, scope, retriever.candidates)
         sql_times.append(time.perf_counter() - began)
 
-    def converse(query: str) -> None:
+    def timed_converse(query: str, times: list[float]) -> None:
         backend_cache.pop(query, None)
         began = time.perf_counter()
         status: list[str] = []
         body = b"".join(handler(converse_environ(query), lambda s, h, e=None, out=status: out.append(s)))
-        converse_times.append(time.perf_counter() - began)
+        times.append(time.perf_counter() - began)
         assert status[0].startswith("200"), (status, body[:300])
 
-    # Whichever runs second finds the query's rows in PostgreSQL's buffers: take turns going first.
+    def converse(query: str) -> None:
+        timed_converse(query, converse_times)
+
+    def without_reader(query: str) -> None:
+        with override_settings(AGENT_HANDSHAKE=no_reader):
+            timed_converse(query, plain_times)
+
+    def reader_alone(query: str) -> None:
+        hits = retriever.search_documents(query, limit=concierge.sources_limit, filters=scope)
+        passages = passages_of(concierge.evidence(hits))
+        _scores.cache_clear()
+        began = time.perf_counter()
+        reading = read(query, passages)
+        read_times.append(time.perf_counter() - began)
+        pairs.append(len(reading.scores) if reading else 0)
+
+    # Whichever runs first may find the query's rows in PostgreSQL's buffers: take turns going first.
+    steps = [parts, converse, without_reader, reader_alone]
     for number, query in enumerate(queries):
-        for step in (parts, converse) if number % 2 else (converse, parts):
+        for step in steps[number % len(steps) :] + steps[: number % len(steps)]:
             step(query)
-    return embed_times, sql_times, converse_times
+    return {
+        "embed": embed_times,
+        "sql": sql_times,
+        "converse": converse_times,
+        "without reader": plain_times,
+        "reader": read_times,
+        "pairs": pairs,
+    }
 
 
 def text_side(queries: list[str], retriever, scope, settings: dict) -> tuple[list[float], list[float]]:
@@ -296,17 +332,24 @@ def main() -> None:
     }
     for size in args.sizes:
         grow_passages(size, rng)
+        no_reader = {**relaxed, "READER_MODEL_DIR": str(ROOT / "bench" / "data")}  # no model.onnx there
         with override_settings(AGENT_HANDSHAKE=relaxed):
-            embed_times, sql_times, converse_times = measure(queries, handler, retriever, scope)
+            times = measure(queries, handler, retriever, scope, no_reader)
+        embed_times, sql_times, converse_times = times["embed"], times["sql"], times["converse"]
         # What the full-text budget saves: the text side alone, budgeted and ranking every match, taking turns
         # going first. (What it costs in quality is measured where passages are not copies of each other:
         # bench_retrieval_quality.py with MAX_RANKED_ROWS at the same share of the corpus; README.)
         budgeted_times, exhaustive_times = text_side(queries, retriever, scope, relaxed)
         filtered.extend(filtered_reads(queries, retriever, scope, size))
         parts_p50 = statistics.median(embed_times) + statistics.median(sql_times)
-        for name, times in (("query embedding alone", embed_times), ("retrieval SQL alone", sql_times),
-                            ("POST /agent/converse (extractive)", converse_times)):  # fmt: skip
-            rows.append([f"{size:,}", name, f"{pct(times, 50):.1f}", f"{pct(times, 95):.1f}"])
+        for name, measured in (("query embedding alone", embed_times), ("retrieval SQL alone", sql_times),
+                               ("POST /agent/converse (extractive, with the reader)", converse_times),
+                               ("POST /agent/converse without the reader", times["without reader"]),
+                               ("the reader alone (on the top documents)", times["reader"])):  # fmt: skip
+            rows.append([f"{size:,}", name, f"{pct(measured, 50):.1f}", f"{pct(measured, 95):.1f}"])
+        per_pair = statistics.median(t / n for t, n in zip(times["reader"], times["pairs"], strict=True) if n)
+        rows.append([f"{size:,}", f"reader per candidate (median {statistics.median(times['pairs']):.0f} read)",
+                     f"{per_pair * 1000:.1f}", ""])  # fmt: skip
         ratio = statistics.median(converse_times) / parts_p50
         rows.append([f"{size:,}", "converse p50 / (embedding p50 + SQL p50)", f"{ratio:.2f}x", ""])
         for name, times in ((f"full text alone, MAX_RANKED_ROWS={app_settings.MAX_RANKED_ROWS}", budgeted_times),

@@ -35,8 +35,10 @@ from .backends import (
     clean_answer,
     get_answer_backend,
     leaks_instructions,
+    passages_of,
 )
 from .extractive import terms
+from .reading import read
 
 logger = logging.getLogger(__name__)
 
@@ -141,10 +143,13 @@ def _iso(moment: datetime.datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 
 
-def _relevance(rank: int, hit: DocumentHit, top: float, cited: bool) -> str:
+def _relevance(rank: int, hit: DocumentHit, top: float, cited: bool, answered: bool) -> str:
+    """``direct`` for a source the answer cites (and the first); one it does not cite is ``background`` beside a
+    written answer (no agent should take it for support), else, in a list of results, ``indirect`` when it scores
+    close to the best."""
     if rank == 0 or cited:
         return "direct"
-    return "indirect" if hit.score >= 0.6 * top else "background"
+    return "indirect" if not answered and hit.score >= 0.6 * top else "background"
 
 
 def section_of(label: str) -> str:
@@ -230,6 +235,10 @@ class ContentConcierge:
             clarification = self.clarification(ctx, hits)
             if clarification:
                 return clarification
+        nearest = self.unanswered(ctx, hits)
+        if nearest is not None:
+            yield Ranked([nearest.document_id])
+            return self.nothing(ctx, nearest)
         if ctx.content_type == "text/answer" and getattr(get_answer_backend(), "instant", False):
             # Written in milliseconds: the answer first, so that the sources are sent in the order the reply lists
             # them, with the one the answer leads with first (a list or a payload keeps the retriever's order). Also
@@ -241,6 +250,46 @@ class ContentConcierge:
             reply = self.reply(ctx, hits)
         reply.no_answer, reply.weak = not hits, self.weak(hits)
         return reply
+
+    def unanswered(self, ctx: ConverseContext, hits: list[DocumentHit]) -> DocumentHit | None:
+        """The nearest page, when the reader finds that none of ``hits``' sentences answers the question (its best
+        score under ``READER_MIN_SCORE``); None when one does, when there is no reader, or when no answer is to be
+        written (a search's results, a list, a payload: the pages are what was asked for)."""
+        if not hits or not ctx.write_answer or ctx.content_type != "text/answer":
+            return None
+        reading = read(ctx.query, passages_of(self.evidence(hits)))
+        if reading is None or reading.best >= app_settings.READER_MIN_SCORE:
+            return None
+        return hits[reading.best_source - 1] if reading.scores else hits[0]
+
+    def nothing(self, ctx: ConverseContext, nearest: DocumentHit) -> Reply:
+        """The reply of a question the site does not answer, naming the nearest page as such (a source of the
+        ``background`` kind: not support for an answer, somewhere to look)."""
+        reply = self.reply(ctx, [])
+        title, _ = profile_text(nearest.title)
+        reply.answer = f"{reply.answer} The closest page is “{title}”."
+        reply.sources = [{"title": nearest.title, "url": nearest.url, "relevance": "background"}]
+        reply.document_ids = [nearest.document_id]
+        reply.content_signals = combined_signals([nearest.model_label])
+        reply.no_answer = True
+        return reply
+
+    def evidence(self, hits: list[DocumentHit]) -> list[Evidence]:
+        """The passages of ``hits`` as the answer backends read them, numbered by source."""
+        sections = {label: section_of(label) for label in {hit.model_label for hit in hits}}
+        return [
+            Evidence(
+                number,
+                hit.title,
+                hit.url,
+                passage.passage.heading,
+                passage.passage.text,
+                similarity=passage.similarity,
+                section=sections[hit.model_label],
+            )
+            for number, hit in enumerate(hits, start=1)
+            for passage in hit.passages[:3]
+        ]
 
     def weak(self, hits: list[DocumentHit]) -> bool:
         """Whether the best of ``hits`` is a weak match (see :data:`WEAK_MARGIN`); False without vector scores."""
@@ -306,20 +355,7 @@ class ContentConcierge:
         """The reply from ``hits``; ``lead_first``: the source the answer leads with listed first
         (:func:`lead_source_first`; the answer is written for that even when ``ctx.write_answer`` is False)."""
         snapshot = state.snapshot()
-        sections = {label: section_of(label) for label in {hit.model_label for hit in hits}}
-        evidence = [
-            Evidence(
-                number,
-                hit.title,
-                hit.url,
-                passage.passage.heading,
-                passage.passage.text,
-                similarity=passage.similarity,
-                section=sections[hit.model_label],
-            )
-            for number, hit in enumerate(hits, start=1)
-            for passage in hit.passages[:3]
-        ]
+        evidence = self.evidence(hits)
         if ctx.write_answer or lead_first:
             generated = answer_with(get_answer_backend(), ctx, evidence, snapshot.name)
         else:
@@ -330,7 +366,11 @@ class ContentConcierge:
             if not ctx.write_answer:  # written only to order the sources
                 generated = GeneratedAnswer("", backend="none")
         sources = [
-            {"title": hit.title, "url": hit.url, "relevance": _relevance(rank, hit, top, rank + 1 in generated.cited)}
+            {
+                "title": hit.title,
+                "url": hit.url,
+                "relevance": _relevance(rank, hit, top, rank + 1 in generated.cited, bool(generated.text)),
+            }
             for rank, hit in enumerate(hits)
         ]
         payload = self.payload(ctx, hits)
@@ -406,7 +446,10 @@ def site_info(ctx: ConverseContext) -> Steps:
         snapshot = state.snapshot()
         intro = f"{snapshot.name}: {snapshot.description}".strip(": ") if snapshot.name else ""
         intro, links_removed = profile_text(intro)
-        if intro and intro not in reply.answer:
+        if intro and reply.no_answer:  # what the site is about, without "nothing answers this" after it
+            reply.answer, reply.sources, reply.document_ids = intro, [], []
+            reply.guardrail = links_removed
+        elif intro and intro not in reply.answer:
             reply.answer = f"{intro}\n\n{reply.answer}"
             reply.guardrail = reply.guardrail or links_removed
     return reply

@@ -42,6 +42,7 @@ from ..backend_options import Option
 from ..compat import openai_client
 from ..conf import SETTING_NAME, app_settings
 from . import extractive
+from .reading import read
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,16 @@ class AnswerBackend(abc.ABC):
         """An answer to ``question`` from ``evidence``, at most about ``max_tokens`` tokens."""
 
 
+def passages_of(evidence: Sequence[Evidence]) -> list[extractive.Passage]:
+    """The evidence as the extractive answerer and the reader read it: its text without markup."""
+    return [
+        extractive.Passage(
+            item.source, strip_markup(item.text), item.title, item.heading, item.similarity, item.section
+        )
+        for item in evidence
+    ]
+
+
 class ExtractiveAnswerer(AnswerBackend):
     """The sentence of the retrieved passages that answers the question, then a sentence or two of support, with
     citations (:mod:`.extractive`)."""
@@ -99,13 +110,9 @@ class ExtractiveAnswerer(AnswerBackend):
         if not evidence:
             return GeneratedAnswer(f"{site_name or 'This site'} has nothing that answers this question.")
         budget = max(12, int(max_tokens * 0.75))  # words; a token is about three quarters of a word
-        passages = [
-            extractive.Passage(
-                item.source, strip_markup(item.text), item.title, item.heading, item.similarity, item.section
-            )
-            for item in evidence
-        ]
-        text, cited = extractive.answer(question, passages, budget)
+        passages = passages_of(evidence)
+        reading = read(question, passages)
+        text, cited = extractive.answer(question, passages, budget, reading.scores if reading else None)
         # Links and markup left in the chosen sentences are cleaned by the concierge, with the rest of the answer.
         return GeneratedAnswer(text, cited=cited)
 

@@ -127,6 +127,11 @@ PASSAGE_CONTEXT = 0.2
 PASSAGE_SIMILARITY = 0.5
 #: Words too common in questions and prose to say which sentence answers (scoring only).
 VAGUE = frozenset({"before", "after", "during", "also", "just", "only", "very", "really", "actually", "get", "use"})
+#: The reader's score (a logit) under which a unit it read is not support worth adding (one it finds about as
+#: likely to answer as not is); a unit it did not read is judged by the word scores alone.
+SUPPORT_SCORE = 0.0
+#: How much higher (in logits) the reader must score its best unit than the word scores' choice to lead with it.
+OVERRIDE_MARGIN = 2.0
 #: A sentence that starts like this continues the one before it.
 CONTINUES = re.compile(r"^(it|its|this|that|these|those|they|he|she|which|so|then)\b", re.IGNORECASE)
 
@@ -428,8 +433,24 @@ def similarity_distances(passages: Sequence[Passage], units: Sequence[Unit]) -> 
     ]
 
 
-def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str, set[int]]:
-    """The answer text (at most about ``budget`` words) and the source numbers it cites."""
+@dataclass
+class Ranking:
+    """A question's candidate units, each once, with their scores (see the module docstring), and every unit of
+    the passages (overlaps included) for finding the one that follows a chosen unit."""
+
+    units: list[Unit]
+    values: list[float]
+    every: list[Unit]
+    wanted: set[str]
+
+    def best(self, count: int) -> list[Unit]:
+        """The ``count`` best-scored units, best first."""
+        order = sorted(range(len(self.units)), key=lambda index: (-self.values[index], index))
+        return [self.units[index] for index in order[:count]]
+
+
+def rank(question: str, passages: Sequence[Passage]) -> Ranking:
+    """The candidate units of ``passages`` scored for ``question``."""
     every = [
         Unit(text, item.source, index, position)
         for index, item in enumerate(passages)
@@ -442,9 +463,9 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
         if key(unit.text) not in seen:
             seen.add(key(unit.text))
             units.append(unit)
-    if not units:
-        return "", set()
     wanted = question_terms(question)
+    if not units:
+        return Ranking([], [], every, wanted)
     # How rare each question word is among the candidates: log(1 + N / units holding it).
     held = [terms(unit.text) for unit in units]
     holding = Counter(term for unit_terms in held for term in wanted & unit_terms)
@@ -468,8 +489,31 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
             if after is not None and not units[after].text.endswith("?"):
                 values[after] = max(values[after], values[index])
             values[index] = min(values[index], 0.0)
+    return Ranking(units, values, every, wanted)
+
+
+def answer(
+    question: str, passages: Sequence[Passage], budget: int, read: dict[str, float] | None = None
+) -> tuple[str, set[int]]:
+    """The answer text (at most about ``budget`` words) and the source numbers it cites.
+
+    ``read``: the reader's scores of the best candidates (by :func:`key` of their text, see :mod:`.reading`). The
+    reader overrides the word scores where it clearly disagrees: the unit it scores highest leads when it scores
+    :data:`OVERRIDE_MARGIN` above the unit the words chose, and support it scores under :data:`SUPPORT_SCORE`
+    is left out. (Where it is unsure, the words' choice stands: they know what the question asks for, a
+    temperature, a price, and the page's title, which a sentence read alone may not repeat.)"""
+    ranking = rank(question, passages)
+    units, every, wanted, values = ranking.units, ranking.every, ranking.wanted, ranking.values
+    if not units:
+        return "", set()
     scored = sorted(((values[i], i, u) for i, u in enumerate(units)), key=lambda row: (-row[0], row[1]))
-    lead = scored[0][2] if scored[0][0] > 0 else units[0]  # nothing shared: the best passage's opening
+    # Without the reader, a question sharing no word with any unit gets the best passage's opening.
+    lead = scored[0][2] if scored[0][0] > 0 else units[0]
+    if read:
+        unread = min(read.values()) - 1.0
+        reader_best = max(units, key=lambda unit: read.get(key(unit.text), unread))
+        if read.get(key(reader_best.text), unread) >= read.get(key(lead.text), unread) + OVERRIDE_MARGIN:
+            lead = reader_best
     chosen = [lead]
     words = lead.words
     follower = following(lead, every)
@@ -480,10 +524,12 @@ def answer(question: str, passages: Sequence[Passage], budget: int) -> tuple[str
     ):
         chosen.append(follower)
         words += follower.words
-    for value, _, unit in scored[1:]:
+    for value, _, unit in scored:
         if len(chosen) >= 3 or value <= 0:
             break
-        if words + unit.words > budget or repeats(unit, chosen):
+        if unit in chosen or words + unit.words > budget or repeats(unit, chosen):
+            continue
+        if read and read.get(key(unit.text), SUPPORT_SCORE) < SUPPORT_SCORE:
             continue
         chosen.append(unit)
         words += unit.words

@@ -467,9 +467,10 @@ INJECTIONS = [
 ]
 
 
-# Most of these are off the site's topics, so the relevance floor keeps them from the model altogether
-# (tests/concierge/test_answer_trust.py); these tests turn it off to see what the model would be sent.
-NO_FLOOR = {"RELEVANCE_FLOOR": 0}
+# Most of these are off the site's topics, so the relevance floor and the reader keep them from the model altogether
+# (tests/concierge/test_answer_trust.py, test_reader_answers.py); these tests turn both off to see what the model
+# would be sent.
+NO_FLOOR = {"RELEVANCE_FLOOR": 0, "READER_MIN_SCORE": -100.0}
 
 
 @pytest.mark.parametrize("attempt", INJECTIONS)

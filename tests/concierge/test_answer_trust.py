@@ -297,10 +297,16 @@ def test_a_feed_listing_is_answered_below_the_floor(client, demo_content):
 
 
 def test_the_floor_is_a_setting(client, demo_content):
-    with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "sync", "RELEVANCE_FLOOR": 0}):
+    no_floors = {"INDEX_ON_SAVE": "sync", "RELEVANCE_FLOOR": 0, "READER_MIN_SCORE": -100.0}
+    with override_settings(AGENT_HANDSHAKE=no_floors):
         _, body = ask(client, "What is the capital of France?")
     assert body["response"]["sources"]  # without a floor the best of the unrelated is still "direct"
     assert body["response"]["sources"][0]["relevance"] == "direct"
+    # Without the relevance floor, the reader still finds that no sentence answers: nothing, and the closest page.
+    with override_settings(AGENT_HANDSHAKE={"INDEX_ON_SAVE": "sync", "RELEVANCE_FLOOR": 0}):
+        _, body = ask(client, "What is the capital of France?")
+    assert "has nothing that answers this question" in body["response"]["answer"]
+    assert [source["relevance"] for source in body["response"]["sources"]] == ["background"]
 
 
 # A model's reply is untrusted too: what it may smuggle past the cleaning, and replies with nothing to serve

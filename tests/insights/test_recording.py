@@ -28,15 +28,9 @@ from tests.mcp.test_mcp import call as mcp_call
 from tests.nlweb.test_live_servers import SERVERS, serve
 from tests.nlweb.test_nlweb import parse_events
 
+pytestmark = pytest.mark.usefixtures("empty_buffer")
+
 ANONYMOUS = "203.0.113.57"
-
-
-@pytest.fixture(autouse=True)
-def empty_buffer():
-    """No record left over from another test (requests elsewhere record too, and nothing there writes them)."""
-    recording.discard()
-    yield
-    recording.discard()
 
 
 def written() -> list[AgentRequest]:
@@ -254,15 +248,20 @@ def test_no_answer_clarification_and_weak_matches(client, db, demo_content):
     nothing = converse(client, "What is the capital of France?").json()
     assert nothing["response"]["sources"] == []
     assert converse(client, "matcha").json()["status"] == "clarification_needed"
-    # The one off-topic question of the demo's measurement over the relevance floor (0.42): answered, weakly.
-    weak = converse(client, "What is the weather in Tokyo tomorrow?").json()
+    # The one off-topic question of the demo's measurement over the relevance floor (0.42): with the reader's
+    # decision out of the way, answered, weakly; with it, nothing (naming the closest page).
+    with override_settings(AGENT_HANDSHAKE={"READER_MIN_SCORE": -100.0}):
+        weak = converse(client, "What is the weather in Tokyo tomorrow?").json()
     assert weak["response"]["sources"]
-    no_answer, clarification, answered = written()
+    read = converse(client, "What is the weather in Tokyo tomorrow?").json()
+    assert [source["relevance"] for source in read["response"]["sources"]] == ["background"]
+    no_answer, clarification, answered, unanswered = written()
     assert (no_answer.outcome, no_answer.sources, no_answer.weak) == ("no_answer", [], False)
     assert (clarification.outcome, clarification.capability, clarification.sources) == (
         "clarification", "content_search", [],
     )  # fmt: skip
     assert (answered.outcome, answered.weak) == ("success", True)
+    assert (unanswered.outcome, len(unanswered.sources)) == ("no_answer", 1)
 
 
 def test_a_mode3_clarification_is_recorded(client, db, demo_content):
