@@ -27,6 +27,7 @@ from ..conf import app_settings
 from ..models import Document
 from ..registry import Capability, NotRegistered, content_registry
 from ..retrieval.hybrid import DocumentHit, Filters, HybridRetriever
+from . import extractive
 from .backends import (
     CITATION,
     Evidence,
@@ -38,6 +39,7 @@ from .backends import (
     passages_of,
 )
 from .extractive import terms
+from .listing import Listing, listing
 from .reading import read
 
 logger = logging.getLogger(__name__)
@@ -111,6 +113,14 @@ class Clarification:
     #: option -> registered model labels it narrows the search to (empty: everything).
     scopes: dict[str, list[str]] = field(default_factory=dict)
 
+
+#: "What is this site about?", "Tell me about this shop", "Who are you?": answered with the site profile.
+ABOUT_THE_SITE = re.compile(
+    r"^\s*what\s+(?:is|'s)\s+(?:this|the|your)\s+(?:site|website|shop|store|blog)(?:\s+about)?\s*\??\s*$"
+    r"|^\s*tell\s+me\s+about\s+(?:this|the|your)\s+(?:site|website|shop|store|business)\b"
+    r"|^\s*who\s+are\s+you\s*\??\s*$",
+    re.IGNORECASE,
+)
 
 QUESTION_WORDS = re.compile(
     r"^\s*(who|what|when|where|why|how|which|is|are|can|do|does|should|tell|show|find|list)\b", re.I
@@ -219,6 +229,15 @@ class ContentConcierge:
                 f"{name} does not allow its content to be used in answers (content signal ai_input)."
             )
             return reply
+        if ctx.content_type == "text/answer" and ctx.write_answer:
+            if ABOUT_THE_SITE.search(ctx.query) and state.snapshot().description:
+                yield Ranked([])
+                return self.about_the_site(ctx)
+            labels = scope.models or [config.label for config in content_registry]
+            found = listing(ctx.query, labels)
+            if found is not None:
+                yield Ranked([document.pk for document in found.documents])
+                return self.listed(ctx, found)
         hits = self.retriever.search_documents(ctx.query, limit=self.sources_limit, filters=scope)
         if self.widen and ctx.capability.models and not ctx.filters.models:
             wider = self.scope(ctx, widened=True)
@@ -250,6 +269,35 @@ class ContentConcierge:
             reply = self.reply(ctx, hits)
         reply.no_answer, reply.weak = not hits, self.weak(hits)
         return reply
+
+    def about_the_site(self, ctx: ConverseContext) -> Reply:
+        """ "What is this site about?": the site profile's name and description, nothing else."""
+        snapshot = state.snapshot()
+        answer, links_removed = profile_text(f"{snapshot.name}: {snapshot.description}".strip(": "))
+        return Reply(
+            answer=answer,
+            content_type=ctx.content_type,
+            content_signals=dict(snapshot.site_signals),
+            guardrail=links_removed,
+        )
+
+    def listed(self, ctx: ConverseContext, found: Listing) -> Reply:
+        """A listing question's reply: the items' titles, each cited, and how many more there are (their titles are
+        the site's content: cleaned as every answer is)."""
+        items = "; ".join(f"“{document.title}” [{number}]" for number, document in enumerate(found.documents, 1))
+        more = found.total - len(found.documents)
+        answer = f"{found.section} ({found.total}): {items}" + (f"; and {more} more." if more else ".")
+        evidence = [Evidence(number, d.title, d.url, "", d.title) for number, d in enumerate(found.documents, 1)]
+        answer, links_removed = clean_answer(answer, evidence)
+        labels = sorted({f"{d.content_type.app_label}.{d.content_type.model}" for d in found.documents})
+        return Reply(
+            answer=answer,
+            content_type=ctx.content_type,
+            sources=[{"title": d.title, "url": d.url, "relevance": "direct"} for d in found.documents],
+            content_signals=combined_signals(labels),
+            guardrail=links_removed,
+            document_ids=[document.pk for document in found.documents],
+        )
 
     def unanswered(self, ctx: ConverseContext, hits: list[DocumentHit]) -> DocumentHit | None:
         """The nearest page, when the reader finds that none of ``hits``' sentences answers the question (its best
@@ -357,7 +405,10 @@ class ContentConcierge:
         snapshot = state.snapshot()
         evidence = self.evidence(hits)
         if ctx.write_answer or lead_first:
-            generated = answer_with(get_answer_backend(), ctx, evidence, snapshot.name)
+            backend = get_answer_backend()
+            # A model is given the sentences the reader found to answer; the extractive answerer reads them itself.
+            given = evidence if getattr(backend, "instant", False) else condensed(ctx.query, evidence)
+            generated = answer_with(backend, ctx, given, snapshot.name)
         else:
             generated = GeneratedAnswer("", backend="none")
         top = max((hit.score for hit in hits), default=0.0)
@@ -460,6 +511,28 @@ def profile_text(text: str) -> tuple[str, str | None]:
     removed: cleaned as content is (:func:`~.backends.clean_answer`), since whoever may edit the profile in the admin
     writes what agents read as the site's word; a link of the text's own to the site is kept, as a source's is."""
     return clean_answer(text, [Evidence(0, "", "", "", text)])
+
+
+def condensed(question: str, evidence: list[Evidence]) -> list[Evidence]:
+    """What a model answers from: of each passage, the sentences the reader scored at least
+    :data:`~.extractive.SUPPORT_SCORE`, each with the sentence after it (a lead may depend on it), numbered as their
+    sources are. A model given whole passages answers from whatever they hold, the sentences beside the point
+    included; these are the ones that answer. The passages whole when there is no reader."""
+    reading = read(question, passages_of(evidence))
+    if reading is None or not reading.scores:
+        return evidence
+    kept = []
+    for item, passage in zip(evidence, passages_of(evidence), strict=True):
+        units = extractive.units_of(passage.text)
+        chosen: set[int] = set()
+        for index, unit in enumerate(units):
+            if reading.scores.get(extractive.key(unit), float("-inf")) >= extractive.SUPPORT_SCORE:
+                chosen |= {index, index + 1}
+        # A passage with none keeps its opening: every source stays in the prompt, under its number, for a model
+        # that cites it, without the sentences beside the point.
+        text = " ".join(units[index] for index in sorted(chosen or {0}) if index < len(units))
+        kept.append(dataclasses.replace(item, text=text) if text else item)
+    return kept
 
 
 def answer_with(backend: Any, ctx: ConverseContext, evidence: list[Evidence], site_name: str) -> GeneratedAnswer:

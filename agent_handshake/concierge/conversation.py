@@ -229,8 +229,8 @@ def _normalise(query: str) -> str:
 #: How many earlier turns a model sees, and how much of each answer.
 HISTORY_TURNS, HISTORY_ANSWER_CHARS = 3, 300
 ABOUT_THE_CONVERSATION = re.compile(
-    r"^\s*(?:what|which)\b.*\b(?:did|have)\s+i\s+(?:ask|say|asked|said)\b(?:\s+(?:about|for))?"
-    r"(?:\s+(?P<when>first|last|before|earlier|previously|so\s+far))?"
+    r"^\s*(?:what|which)\b.*\b(?:did|have)\s+i\s+(?P<just>just\s+)?(?:ask|say|asked|said)\b"
+    r"(?:\s+(?:about|for))?(?:\s+(?P<when>first|last|before|earlier|previously|so\s+far))?"
     r"|^\s*what\s+was\s+my\s+(?P<which>first|last|previous)\s+question",
     re.IGNORECASE,
 )
@@ -242,7 +242,8 @@ def about_the_conversation(text: str, turns: Sequence[dict[str, Any]]) -> str | 
     match = ABOUT_THE_CONVERSATION.search(text)
     if match is None or not turns:
         return None
-    when = (match.group("when") or match.group("which") or "").lower()
+    # "Which one did I just ask about?": the last question.
+    when = (match.group("when") or match.group("which") or ("last" if match.group("just") else "")).lower()
     if when in ("", "so far") or " ".join(when.split()) == "so far":
         asked = "; ".join(f"“{turn['query']}”" for turn in turns)
         return f"You have asked {len(turns)} question{'s' if len(turns) != 1 else ''} so far: {asked}."

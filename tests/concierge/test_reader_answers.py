@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from agent_handshake import state
 from agent_handshake.retrieval.reader import get_reader
-from tests.ahp.test_converse import ask
+from tests.ahp.test_converse import ask, llm_settings
 
 NOTHING = "has nothing that answers this question"
 
@@ -97,3 +97,24 @@ def test_without_the_model_files_answers_fall_back_and_a_check_says_so(client, d
         assert NOTHING not in near["response"]["answer"]
     assert get_reader() is not None
     assert not [message for message in checks.run_checks() if message.id == "agent_handshake.W010"]
+
+
+@pytest.mark.django_db
+def test_a_model_is_given_the_sentences_the_reader_found_to_answer(client, demo_content, fake_openai, tmp_path):
+    """With an answer model, the prompt's sources hold the reader's sentences (and the one after each), not the
+    passages whole: fewer words, the one that answers among them."""
+    question = "How wide should my matcha bowl be?"
+
+    def sources_sent() -> str:
+        user = fake_openai.chat_requests()[-1]["messages"][1]["content"]
+        return user.split("<question>", 1)[0]
+
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai)):
+        ask(client, question)
+    read = sources_sent()
+    with override_settings(AGENT_HANDSHAKE=llm_settings(fake_openai, READER_MODEL_DIR=str(tmp_path))):
+        ask(client, question)
+    whole = sources_sent()
+    assert "ideally 11–12 cm across" in read
+    assert "ideally 11–12 cm across" in whole
+    assert len(read.split()) < len(whole.split()) / 2, (len(read.split()), len(whole.split()))
