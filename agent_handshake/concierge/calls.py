@@ -34,7 +34,7 @@ from ..conf import app_settings
 from ..insights import recording
 from ..models import ApiKey, ConverseSession, IdempotencyRecord, Job
 from ..registry import Capability
-from . import callbacks, errors, jobs
+from . import callbacks, errors, jobs, slot_filling
 from . import limits as ratelimit
 from .conversation import Owner, SessionError, check_turns, load_session, new_session
 from .invocation import (
@@ -43,7 +43,6 @@ from .invocation import (
     Invocation,
     Outcome,
     OutputInvalid,
-    answer_input,
     check_input,
     check_output,
     extract_input,
@@ -292,13 +291,14 @@ class Call:
                 continuing = pending.get("kind") == "input" and session.capability == capability.name
                 if continuing:
                     gathered = dict(pending.get("input") or {})
-                    asked = [name for name in pending.get("missing") or [] if name not in gathered]
+                    asked = list(pending.get("missing") or [])
         structured = self.input is not None
         answered: list[str] | None = None
-        if continuing:  # the answer fills in what was missing, read as every front door reads one
-            answer = self.clarification or self.query
-            data = {**gathered, **answer_input(capability, answer, asked), **(self.input or {})}
-            answered = [name for name in asked if name in data]
+        if continuing:  # the answer fills in what was missing, read and merged as every front door does
+            answer = slot_filling.gather(
+                capability, gathered, [self.clarification or self.query], given=self.input, asked=asked
+            )
+            data, answered = answer.values, answer.answered
         elif structured:
             data = dict(self.input or {})
         else:

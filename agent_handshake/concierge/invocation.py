@@ -408,17 +408,20 @@ def _typed(spec: dict[str, Any], value: str) -> Any:
     return value
 
 
+def field_described(capability: Capability, name: str) -> str:
+    """``name: description`` from the input schema (else its title, else the name in words), with the allowed
+    values of an enum."""
+    spec = (capability.input_schema or {}).get("properties", {}).get(name, {})
+    described = spec.get("description") or spec.get("title") or name.replace("_", " ")
+    hint = f" (one of: {', '.join(map(str, spec['enum']))})" if "enum" in spec else ""
+    return f"{name}: {described}{hint}"
+
+
 def field_question(capability: Capability, missing: list[str], answered: Sequence[str] | None = None) -> str:
     """A clarification question naming the missing fields with their descriptions; with several, how to label
     the values in one answer. ``answered``: the fields asked for that the agent's answer to the last question
     filled (None: no question was answered), said first, so an agent sees what was taken and what was not."""
-    properties = (capability.input_schema or {}).get("properties", {})
-    parts = []
-    for name in missing:
-        spec = properties.get(name, {})
-        described = spec.get("description") or spec.get("title") or name.replace("_", " ")
-        hint = f" (one of: {', '.join(map(str, spec['enum']))})" if "enum" in spec else ""
-        parts.append(f"{name}: {described}{hint}")
+    parts = [field_described(capability, name) for name in missing]
     question = f"To {capability.name.replace('_', ' ')}, I still need: " + "; ".join(parts) + "."
     if len(missing) > 1:
         example = "; ".join(f"{name}: ..." for name in missing[:3])

@@ -6,10 +6,11 @@
   ``clarification_request`` listing them, and the next message chooses. A turn may narrow the capabilities in its
   reach (:meth:`Turn.reachable`: the intent page's, to those its key may use): it chooses, lists and continues only
   among those, and an intent that fits only one out of reach is told so, with those in reach to choose from.
-- Then the site collects the capability's ``input_schema`` fields from the messages (the intent itself, then
-  each ``information_response``; ``collected_information`` may carry them by name, as the intent page's forms
-  do; a later value corrects an earlier one) and answers ``information_request`` with ``required_information``
-  until the input is complete and valid. It then runs the capability through the concierge (the same
+- Then the site collects the capability's ``input_schema`` fields from the messages with the concierge's slot
+  filling (:mod:`agent_handshake.concierge.slot_filling`): the intent itself, then each ``information_response``
+  (``collected_information`` may carry them by name, as the intent page's forms do; a later value corrects an
+  earlier one), answering ``information_request`` with ``required_information`` until the input is complete and
+  valid. It then runs the capability through the concierge (the same
   credentials, scopes, limits and idempotency as every front door) and answers ``execution_result`` with
   ``status`` and ``external_id``. A refusal the client can fix (a slot already taken, a date out of range)
   drops the fields it names and asks for them again; any other is a terminal ``error``.
@@ -36,11 +37,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rest_framework.request import Request
 
-from ..concierge import calls, errors, interactions, jobs, routing, traffic
+from ..concierge import calls, errors, interactions, jobs, routing, slot_filling, traffic
 from ..concierge import limits as ratelimit
 from ..concierge.conversation import Owner
 from ..concierge.interactions import InteractionStatus
-from ..concierge.invocation import answer_input, check_input, field_question
+from ..concierge.invocation import answer_input
 from ..concierge.job_status import find as find_job
 from ..concierge.job_status import under_way, up_to_date
 from ..frontdoor import client_address
@@ -106,18 +107,20 @@ def table(rows: dict[str, Any], labels: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def described(capability: Capability, name: str) -> str:
-    """``name: description`` from the input schema, with the allowed values of an enum."""
-    spec = (capability.input_schema or {}).get("properties", {}).get(name, {})
-    text = spec.get("description") or spec.get("title") or name.replace("_", " ")
-    if "enum" in spec:
-        text += " (one of: " + ", ".join(str(option) for option in spec["enum"]) + ")"
-    return f"{name}: {text}"
-
-
-def labels_of(capability: Capability) -> dict[str, str]:
-    properties = (capability.input_schema or {}).get("properties", {})
-    return {name: (spec.get("title") or name.replace("_", " ").capitalize()) for name, spec in properties.items()}
+def refusal_notes(filling: slot_filling.Filling) -> list[str]:
+    """What the site says of the values :func:`~agent_handshake.concierge.slot_filling.fill` refused (a field's
+    value shown with its first refusal only), and of the optional fields among them, which may be left out."""
+    notes: list[str] = []
+    shown: set[str] = set()
+    for refusal in filling.refused:
+        value = "" if refusal.field in shown else refusal.value
+        shown.add(refusal.field)
+        notes.append(f"{cell(value)} is not a valid {cell(refusal.field)}: {cell(refusal.message)}")
+    optional = filling.question.optional if filling.question is not None else []
+    if optional:
+        notes.append(f"{', '.join(cell(name) for name in optional)}: send a valid value, or leave it out to go on "
+                     "without it.")  # fmt: skip
+    return notes
 
 
 #: The flow types a client asks the site something with (IntentWeb §3.4: "Either" direction), not answers.
@@ -403,59 +406,38 @@ class Turn:
     def collect(
         self, capability: Capability, texts: list[str], *, answering: bool = False, notes: list[str] | None = None
     ) -> Reply:
-        """``texts`` read for ``capability``'s input; ``answering``: they answer the site's last question (so a
-        one-field question may be answered by the whole message), rather than state the intent; ``notes``: what the
-        site says first if it asks again."""
+        """``texts`` read for ``capability``'s input (:func:`~agent_handshake.concierge.slot_filling.fill`);
+        ``answering``: they answer the site's last question (so a one-field question may be answered by the whole
+        message), rather than state the intent; ``notes``: what the site says first if it asks again."""
         interaction = self.interaction
         assert interaction is not None
         self.authorise(capability)
-        properties = (capability.input_schema or {}).get("properties", {})
-        unknown = sorted(name for name in self.envelope.collected if name not in properties)
+        unknown = slot_filling.unknown_fields(capability, self.envelope.collected)
         if unknown:  # names the client chose, of any length: cut, and escaped in the message
             listed = ", ".join(cell(name, MAX_NAME) for name in unknown[:5])
             if len(unknown) > 5:
                 listed += f" and {len(unknown) - 5} more"
             raise errors.InvalidInput(
                 f"collected_information names no field of {capability.name!r}: {listed}; its fields are "
-                f"{', '.join(properties)}.",
+                f"{', '.join(slot_filling.properties_of(capability))}.",
                 fields=[f"collected_information.{cut(name, MAX_NAME)}" for name in unknown],
             )
-        data = dict(interaction.collected)
-        asked: list[str] = []
-        if answering:  # what the site's last question asked for (a row from before it kept that: what is missing)
-            problem = check_input(capability, data)
-            asked = [name for name in interaction.asked or (problem.missing if problem else []) if name not in data]
-        for text in texts:
-            data.update(self.read(capability, text, asked))
-        data.update(self.given(capability))
-        problem = check_input(capability, data)
-        notes = list(notes or [])
-        refused: list[str] = []
-        if problem is not None and problem.invalid:
-            for path, message in sorted(problem.invalid.items()):
-                name = path.split(".")[0]
-                notes.append(f"{cell(data.get(name, ''))} is not a valid {cell(name)}: {cell(message)}")
-                data.pop(name, None)
-                if name in properties and name not in refused:
-                    refused.append(name)
-            problem = check_input(capability, data)
+        filling = slot_filling.fill(
+            capability,
+            interaction.collected,
+            texts,
+            given=self.given(capability),
+            # What the site's last question asked for (a row from before it kept that: what is missing).
+            asked=list(interaction.asked or []) if answering else None,
+            read=self.read,
+        )
         interaction.status = InteractionStatus.COLLECTING
-        interaction.collected = data
-        if problem is not None or refused:
-            # An invalid value is asked for again even where the field is optional: run without it, the action
-            # would do something the client did not ask for (a table for one where it asked for twenty). A message
-            # that leaves the field out then goes on without it.
-            missing = problem.missing if problem is not None else []
-            optional = [name for name in refused if name not in missing]
-            if optional:
-                notes.append(f"{', '.join(cell(name) for name in optional)}: send a valid value, or leave it out to "
-                             "go on without it.")  # fmt: skip
-            # What the message gave of what was asked (a value refused above was not taken); None: no answer.
-            answered = [name for name in asked if name in data] if answering else None
-            reply = self.ask(capability, [*missing, *optional], notes, answered)
-            interactions.save_turn(interaction)
-            return reply
-        return self.execute(capability, data)
+        interaction.collected = filling.values
+        if filling.question is None:
+            return self.execute(capability, filling.values)
+        reply = self.ask(capability, filling.question, [*(notes or []), *refusal_notes(filling)])
+        interactions.save_turn(interaction)
+        return reply
 
     def read(self, capability: Capability, text: str, asked: list[str]) -> dict[str, Any]:
         """The input fields ``text`` states (the intent, or an answer to the fields ``asked``), as
@@ -471,12 +453,10 @@ class Turn:
         that does not exist, "25:99") is an answer to correct, asked for again (:meth:`collect`). Taken as such an
         answer, a wrong type dropped the valid value collected before it."""
         given = dict(self.envelope.collected)
-        properties = (capability.input_schema or {}).get("properties", {})
-        wrong = {name: kinds for name, value in given.items()
-                 if (kinds := json_types(properties.get(name))) and not type_fits(value, kinds)}  # fmt: skip
+        wrong = slot_filling.mistyped(capability, given)
         if wrong:
             said = "; ".join(f"collected_information.{name} must be {' or '.join(kinds)}, not "
-                             f"{json_type(given[name])}" for name, kinds in wrong.items())  # fmt: skip
+                             f"{slot_filling.json_type(given[name])}" for name, kinds in wrong.items())  # fmt: skip
             raise errors.InvalidInput(
                 f"{said} (nothing was changed).", fields=[f"collected_information.{name}" for name in wrong]
             )
@@ -495,34 +475,32 @@ class Turn:
         if not credentials.key.allows(capability.scope):
             raise errors.Forbidden(f"This API key lacks the scope {capability.scope!r} that this needs.")
 
-    def ask(
-        self, capability: Capability, missing: list[str], notes: list[str], answered: list[str] | None = None
-    ) -> Reply:
-        """The information_request for ``missing`` (required or optional fields), which the interaction remembers
-        (``asked``, saved by the caller): a plain answer to it fills the one field it asked for (:meth:`collect`).
-        ``answered``: the fields the last question asked for that this message gave (None: it answered none).
+    def ask(self, capability: Capability, question: slot_filling.Question, notes: list[str]) -> Reply:
+        """The information_request for ``question``'s fields (required or optional), which the interaction
+        remembers (``asked``, saved by the caller): a plain answer to it fills the one field it asked for
+        (:meth:`collect`).
 
-        The question is every door's (:func:`field_question`): what the answer gave, and how to label several
-        values. Not escaped as :func:`cell` escapes what a client sent: it is the site's own schema, and its example
-        names the fields as an answer must label them (``party_size``, which no label reader takes as
-        ``party\\_size``; within a word, CommonMark reads no emphasis in it)."""
+        The question is every door's (:func:`~agent_handshake.concierge.invocation.field_question`): what the answer
+        gave, and how to label several values. Not escaped as :func:`cell` escapes what a client sent: it is the
+        site's own schema, and its example names the fields as an answer must label them (``party_size``, which no
+        label reader takes as ``party\\_size``; within a word, CommonMark reads no emphasis in it)."""
         interaction = self.interaction
         assert interaction is not None
-        interaction.asked = list(missing)
+        interaction.asked = list(question.fields)
         parts = [" ".join(self.readings)] if self.readings else []
         if notes:
             parts.append("That did not work:\n\n" + "\n".join(f"- {note}" for note in notes))
         traffic.note_clarification(capability.name)
-        parts.append(field_question(capability, missing, answered))
+        parts.append(question.text)
         if interaction.collected:
-            parts.append("So far I have:\n\n" + table(interaction.collected, labels_of(capability)))
+            parts.append("So far I have:\n\n" + table(interaction.collected, slot_filling.labels(capability)))
         return Reply(
             "information_request",
             "\n\n".join(parts),
             fields={
-                "required_information": [described(capability, name) for name in missing],
+                "required_information": question.described,
                 "collected_information": interaction.collected,
-                "required_fields": list(missing),
+                "required_fields": list(question.fields),
                 "capability": capability.name,
             },
         )
@@ -594,7 +572,7 @@ class Turn:
                 fields={"external_id": str(job.pk), "collected_information": interaction.collected},
             )
         if isinstance(result, calls.NeedsInput):  # structured input never asks, but the concierge may
-            reply = self.ask(capability, result.missing, [])
+            reply = self.ask(capability, slot_filling.question(capability, result.missing), [])
             interactions.save_turn(interaction)
             return reply
         error = result.error
@@ -605,10 +583,10 @@ class Turn:
             raise errors.InvalidInput(cell(error.message, 400), fields=["callback_url"])
         fixable = [name.split(".")[-1] for name in named]
         if error.status in (400, 409) and fixable:
-            for name in fixable:
-                interaction.collected.pop(name, None)
-            problem = check_input(capability, interaction.collected)
-            reply = self.ask(capability, problem.missing if problem else fixable, [cell(error.message, 400)])
+            again = slot_filling.ask_again(capability, interaction.collected, fixable)
+            interaction.collected = again.values
+            assert again.question is not None  # ask_again always asks
+            reply = self.ask(capability, again.question, [cell(error.message, 400)])
             reply.status = error.code
             interactions.save_turn(interaction)
             return reply
@@ -639,37 +617,6 @@ class Turn:
         if not idempotency_key or capability is None:
             return
         interactions.remember_answer(self.call(capability, {}), idempotency_key, reply.http_status, reply.as_dict())
-
-
-JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
-
-
-def json_type(value: Any) -> str:
-    """``value``'s JSON type, as JSON Schema names it."""
-    return "null" if value is None else JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def json_types(spec: Any) -> list[str]:
-    """The JSON types a field's schema takes (its ``type``, else those of its ``enum`` or ``const``); [] when it does
-    not say."""
-    if not isinstance(spec, dict):
-        return []
-    kinds = spec.get("type")
-    if isinstance(kinds, str):
-        return [kinds]
-    if isinstance(kinds, list):
-        return [kind for kind in kinds if isinstance(kind, str)]
-    options = spec["enum"] if isinstance(spec.get("enum"), list) else [spec["const"]] if "const" in spec else []
-    return sorted({json_type(option) for option in options})
-
-
-def type_fits(value: Any, kinds: list[str]) -> bool:
-    kind = json_type(value)
-    if kind == "integer" and "number" in kinds:
-        return True
-    if kind == "number" and "integer" in kinds and float(value).is_integer():  # 2.0 is an integer to JSON Schema
-        return True
-    return kind in kinds
 
 
 def external_id(capability: Capability, data: dict[str, Any]) -> str | None:
