@@ -1,10 +1,10 @@
 """IntentWeb's interactions, stored: one row per interaction, changed turn by turn.
 
-The front door leads the interaction (:mod:`agent_handshake.intentweb.flows`: what each message means, what to ask,
-what to answer) on an :class:`~agent_handshake.models.Interaction` it gets from here: locked by its message's
-admission (:mod:`.interaction_admission`), or new. Here it is created (one per ``interaction_id``, whichever
-concurrent message comes first), saved after each turn, found again for its ``async`` job's callback, and the answer
-to a turn that ended it without a call is kept for the retry of that turn.
+The front door leads the interaction (:mod:`agent_handshake.intentweb.flows`: what each message means and what to
+answer; what to ask next is :mod:`.slot_filling`'s) on an :class:`~agent_handshake.models.Interaction` it gets from
+here: locked by its message's admission (:mod:`.interaction_admission`), or new. Here it is created (one per
+``interaction_id``, whichever concurrent message comes first), saved after each turn, found again for its ``async``
+job's callback, and the answer to a turn that ended it without a call is kept for the retry of that turn.
 """
 
 from __future__ import annotations
