@@ -146,6 +146,7 @@ def measure(queries: list[str], handler, retriever, scope, no_reader: dict) -> d
 
     def timed_converse(query: str, times: list[float]) -> None:
         backend_cache.pop(query, None)
+        _scores.cache_clear()  # the reader's scores of this question, kept by an earlier step, are not reused
         began = time.perf_counter()
         status: list[str] = []
         body = b"".join(handler(converse_environ(query), lambda s, h, e=None, out=status: out.append(s)))
